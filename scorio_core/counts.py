@@ -1,0 +1,584 @@
+r"""Per-model count tables with O(C) streaming Bayes@N updates.
+
+A :class:`CountTable` holds, for one model, the observed and prior outcome
+counts of every question (rows) in every category (columns), and keeps the
+running sums of the per-question posterior terms so that ``mu`` and ``sigma``
+(see :mod:`scorio_core.posterior` for the symbols) are read in O(1) after an
+O(C) update. Questions may have different trial counts, including none; a
+declared question that has not been seen yet contributes its prior.
+
+Float drift: each update moves the running sums by one rounding of size
+``eps * |sum|``; every ``max(1024, rows // 8)`` updates the sums are replaced
+by an exactly rounded ``math.fsum`` over the rows. Between resyncs the error
+in ``mu`` is at most ``2 * window * eps`` times the weight scale (~5e-13 for
+M <= 8192) and in practice ~1e-15, so a stream of any length agrees with a
+batch recompute to 1e-12.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable, Sequence
+from typing import Final
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from scorio_core import _validation as check
+from scorio_core.posterior import (
+    Posterior,
+    ScaledWeights,
+    credible_interval,
+    row_term,
+)
+
+_MIN_RESYNC_INTERVAL: Final = 1024
+
+
+def category_counts(
+    matrix: NDArray[np.int64], category_count: int
+) -> NDArray[np.int64]:
+    """Count each category per row of an outcome matrix (one bincount)."""
+    rows = matrix.shape[0]
+    offsets = category_count * np.arange(rows, dtype=np.int64)
+    flat = (matrix + offsets[:, None]).ravel()
+    counts = np.bincount(flat, minlength=rows * category_count)
+    return counts.reshape(rows, category_count)
+
+
+class CountTable:
+    """Outcome counts of one model over questions x categories.
+
+    Args:
+        w: Category weights, length ``C+1``.
+        question_count: The benchmark's declared number of questions ``M``;
+            ``None`` for an open table where ``M`` is the questions seen.
+
+    Examples:
+        >>> table = CountTable([0.0, 1.0], question_count=2)
+        >>> for question, outcome in [("a", 1), ("a", 1), ("b", 0)]:
+        ...     table.update(question, outcome)
+        >>> round(table.mu, 6), round(table.sigma, 6)
+        (0.541667, 0.152525)
+        >>> table.update("a", 1, delta=-1)  # retract one trial
+        >>> table.trial_count
+        2
+    """
+
+    __slots__ = (
+        "_declared_count",
+        "_empty_mean",
+        "_empty_variance",
+        "_mean_sum",
+        "_means",
+        "_nu",
+        "_observed",
+        "_prior",
+        "_prior_trial_count",
+        "_questions",
+        "_resync_countdown",
+        "_rows",
+        "_scaled",
+        "_trial_count",
+        "_unit",
+        "_unit_squared",
+        "_variance_sum",
+        "_variances",
+        "_weights",
+        "_width",
+    )
+
+    def __init__(self, w: ArrayLike, question_count: int | None = None) -> None:
+        weights = check.weights(w)
+        if question_count is not None:
+            question_count = check.integer(question_count, "question_count")
+            if question_count < 1:
+                raise ValueError(f"question_count must be >= 1; got {question_count}")
+        weights.setflags(write=False)
+        self._weights = weights
+        self._scaled = ScaledWeights.from_weights(weights)
+        self._declared_count = question_count
+        self._rows: dict[Hashable, int] = {}
+        self._questions: list[Hashable] = []
+        self._observed: list[list[int]] = []
+        self._prior: list[list[int]] = []
+        self._means: list[float] = []
+        self._variances: list[float] = []
+        self._trial_count = 0
+        self._prior_trial_count = 0
+        self._empty_mean, self._empty_variance = row_term(
+            [1] * weights.size, self._scaled
+        )
+        self._nu: list[list[int]] = []
+        self._width = weights.size
+        self._unit = self._scaled.unit
+        self._unit_squared = self._scaled.unit_squared
+        self._mean_sum = 0.0
+        self._variance_sum = 0.0
+        self._resync_countdown = _MIN_RESYNC_INTERVAL
+
+    # -- construction --------------------------------------------------------
+
+    @classmethod
+    def from_matrix(
+        cls, R: ArrayLike, w: ArrayLike | None = None, R0: ArrayLike | None = None
+    ) -> CountTable:
+        """Build from an ``M x N`` results matrix; questions are ``0..M-1``."""
+        results = check.outcome_matrix(R, "R")
+        weights = check.weight_vector(w, results)
+        prior = check.prior_matrix(R0, results.shape[0])
+        check.category_range(results, weights.size, "R")
+        check.category_range(prior, weights.size, "R0")
+        return cls._from_trusted(
+            weights,
+            list(range(results.shape[0])),
+            category_counts(results, weights.size),
+            category_counts(prior, weights.size),
+            results.shape[0],
+        )
+
+    @classmethod
+    def from_state(
+        cls,
+        w: ArrayLike,
+        questions: Sequence[Hashable],
+        observed: ArrayLike,
+        prior: ArrayLike | None = None,
+        question_count: int | None = None,
+    ) -> CountTable:
+        """Rebuild from stored sufficient statistics (counts per question).
+
+        Args:
+            w: Weights, length ``C+1``.
+            questions: Question ids, one per row of ``observed``.
+            observed: ``rows x (C+1)`` observed counts (non-negative integers).
+            prior: Optional ``rows x (C+1)`` prior-outcome counts.
+            question_count: Declared ``M`` or ``None`` for an open table.
+        """
+        weights = check.weights(w)
+        shape = (len(questions), weights.size)
+        observed_counts = _count_matrix(observed, shape, "observed")
+        prior_counts = (
+            np.zeros(shape, dtype=np.int64)
+            if prior is None
+            else _count_matrix(prior, shape, "prior")
+        )
+        if len(set(questions)) != len(questions):
+            raise ValueError("questions must be distinct")
+        return cls._from_trusted(
+            weights, list(questions), observed_counts, prior_counts, question_count
+        )
+
+    @classmethod
+    def _from_trusted(
+        cls,
+        weights: NDArray[np.float64],
+        questions: list[Hashable],
+        observed: NDArray[np.int64],
+        prior: NDArray[np.int64],
+        question_count: int | None,
+    ) -> CountTable:
+        table = cls(weights, question_count)
+        if question_count is not None and len(questions) > question_count:
+            raise ValueError(
+                f"{len(questions)} questions exceed question_count={question_count}"
+            )
+        table._questions = questions
+        table._rows = {question: row for row, question in enumerate(questions)}
+        table._observed = observed.tolist()
+        table._prior = prior.tolist()
+        table._trial_count = int(observed.sum())
+        table._prior_trial_count = int(prior.sum())
+        table._nu = (observed + prior + 1).tolist()
+        for nu in table._nu:
+            mean, variance = row_term(nu, table._scaled)
+            table._means.append(mean)
+            table._variances.append(variance)
+        table.resync()
+        return table
+
+    def copy(self) -> CountTable:
+        """An independent copy."""
+        return CountTable._from_trusted(
+            self._weights,
+            list(self._questions),
+            self.observed_counts,
+            self.prior_counts,
+            self._declared_count,
+        )
+
+    # -- updates ---------------------------------------------------------------
+
+    def declare(self, questions: Iterable[Hashable]) -> None:
+        """Register questions before any trial (they contribute their prior)."""
+        for question in questions:
+            if question not in self._rows:
+                self._add_row(question)
+
+    def update(
+        self, question: Hashable, category: int, delta: int = 1, *, prior: bool = False
+    ) -> None:
+        """Add ``delta`` trials (negative to retract) of ``category`` on ``question``.
+
+        O(C): only the changed question's posterior terms are recomputed.
+
+        Raises:
+            ValueError: for a category outside ``0..C``, a non-integer delta, a
+                count that would become negative, or a new question beyond the
+                declared ``question_count``. The table is unchanged then.
+        """
+        width = self._width
+        if type(category) is not int:
+            if not _is_category(category, width):
+                raise ValueError(
+                    f"category must be an integer in 0..{width - 1}; got {category!r}"
+                )
+            category = int(category)
+        elif not 0 <= category < width:
+            raise ValueError(
+                f"category must be an integer in 0..{width - 1}; got {category}"
+            )
+        if type(delta) is not int:
+            delta = check.integer(delta, "delta")
+        row = self._rows.get(question)
+        if row is None:
+            if delta < 0:
+                raise ValueError(
+                    f"cannot retract a trial of unseen question {question!r}"
+                )
+            row = self._add_row(question)
+        counts = self._prior[row] if prior else self._observed[row]
+        if counts[category] + delta < 0:
+            raise ValueError(
+                f"count of category {category} on question {question!r} would become "
+                f"negative ({counts[category]} + {delta})"
+            )
+        counts[category] += delta
+        nu = self._nu[row]
+        nu[category] += delta
+        if prior:
+            self._prior_trial_count += delta
+        else:
+            self._trial_count += delta
+        # O(C): recompute this question's terms and move the sums by the change.
+        mean, variance = row_term(nu, self._scaled)
+        self._mean_sum += mean - self._means[row]
+        self._variance_sum += variance - self._variances[row]
+        self._means[row] = mean
+        self._variances[row] = variance
+        self._resync_countdown -= 1
+        if self._resync_countdown <= 0:
+            self.resync()
+
+    def update_many(
+        self,
+        questions: Sequence[Hashable],
+        categories: ArrayLike,
+        deltas: ArrayLike | None = None,
+        *,
+        prior: bool = False,
+    ) -> None:
+        """Vectorized :meth:`update` of many trials; all or nothing.
+
+        The deltas are aggregated per question and category first, so a batch
+        costs O(len(batch) + distinct questions x C).
+        """
+        size = len(questions)
+        category_array = _integer_vector(categories, size, "categories")
+        check.category_range(category_array, self.category_count, "categories")
+        delta_array = (
+            np.ones(size, dtype=np.int64)
+            if deltas is None
+            else _integer_vector(deltas, size, "deltas")
+        )
+        if size == 0:
+            return
+        codes, uniques = _factorize(questions)
+        width = len(self._scaled.unit)
+        aggregated = (
+            np.bincount(
+                codes * width + category_array,
+                weights=delta_array,
+                minlength=len(uniques) * width,
+            )
+            .astype(np.int64)
+            .reshape(len(uniques), width)
+        )
+        self._apply_aggregated(uniques, aggregated, prior)
+
+    def _apply_aggregated(
+        self, questions: list[Hashable], deltas: NDArray[np.int64], prior: bool
+    ) -> None:
+        new_questions = [q for q in questions if q not in self._rows]
+        for question, row_delta in zip(questions, deltas, strict=True):
+            if question not in self._rows and (row_delta < 0).any():
+                raise ValueError(
+                    f"cannot retract a trial of unseen question {question!r}"
+                )
+        if (
+            self._declared_count is not None
+            and len(self._questions) + len(new_questions) > self._declared_count
+        ):
+            raise ValueError(
+                f"{len(self._questions) + len(new_questions)} distinct questions "
+                f"exceed question_count={self._declared_count}"
+            )
+        table = self._prior if prior else self._observed
+        for question, row_delta in zip(questions, deltas, strict=True):
+            row = self._rows.get(question)
+            if row is not None and any(
+                count + change < 0
+                for count, change in zip(table[row], row_delta.tolist(), strict=True)
+            ):
+                raise ValueError(
+                    f"a count on question {question!r} would become negative"
+                )
+        for question in new_questions:
+            self._add_row(question)
+        for question, row_delta in zip(questions, deltas.tolist(), strict=True):
+            row = self._rows[question]
+            counts, nu = table[row], self._nu[row]
+            for category, change in enumerate(row_delta):
+                counts[category] += change
+                nu[category] += change
+        total = int(deltas.sum())
+        if prior:
+            self._prior_trial_count += total
+        else:
+            self._trial_count += total
+        for question in questions:
+            row = self._rows[question]
+            self._means[row], self._variances[row] = row_term(
+                self._nu[row], self._scaled
+            )
+        self.resync()
+
+    def merge(self, other: CountTable) -> None:
+        """Fold in another table's counts (e.g. a shard from another worker).
+
+        Raises:
+            ValueError: when the weights or declared question counts differ.
+        """
+        if not np.array_equal(self._weights, other._weights):
+            raise ValueError("cannot merge count tables with different weights")
+        if other._declared_count != self._declared_count:
+            raise ValueError(
+                "cannot merge count tables with different question_count "
+                f"({self._declared_count} vs {other._declared_count})"
+            )
+        questions = list(other._questions)
+        if not questions:
+            return
+        self._apply_aggregated(questions, other.observed_counts, prior=False)
+        self._apply_aggregated(questions, other.prior_counts, prior=True)
+
+    def resync(self) -> None:
+        """Recompute the running sums exactly from the rows (O(M))."""
+        self._mean_sum = math.fsum(self._means)
+        self._variance_sum = math.fsum(self._variances)
+        self._resync_countdown = max(_MIN_RESYNC_INTERVAL, len(self._means) // 8)
+
+    # -- reads -----------------------------------------------------------------
+
+    @property
+    def weights(self) -> NDArray[np.float64]:
+        """The category weights (read-only)."""
+        return self._weights
+
+    @property
+    def category_count(self) -> int:
+        """Number of categories, ``C+1``."""
+        return len(self._scaled.unit)
+
+    @property
+    def question_count(self) -> int:
+        """``M``: the declared question count, or the questions seen if open."""
+        if self._declared_count is not None:
+            return self._declared_count
+        return max(len(self._questions), 1)
+
+    @property
+    def is_open(self) -> bool:
+        """Whether ``M`` is the number of questions seen so far."""
+        return self._declared_count is None
+
+    @property
+    def questions(self) -> tuple[Hashable, ...]:
+        """Seen or declared question ids, in row order."""
+        return tuple(self._questions)
+
+    @property
+    def trial_count(self) -> int:
+        """Observed trials over all questions."""
+        return self._trial_count
+
+    @property
+    def prior_trial_count(self) -> int:
+        """Prior outcomes (R0) over all questions."""
+        return self._prior_trial_count
+
+    @property
+    def observed_counts(self) -> NDArray[np.int64]:
+        """``rows x (C+1)`` observed counts, rows in :attr:`questions` order."""
+        return _readonly(
+            np.array(self._observed, dtype=np.int64).reshape(-1, self.category_count)
+        )
+
+    @property
+    def prior_counts(self) -> NDArray[np.int64]:
+        """``rows x (C+1)`` prior-outcome counts."""
+        return _readonly(
+            np.array(self._prior, dtype=np.int64).reshape(-1, self.category_count)
+        )
+
+    @property
+    def question_trials(self) -> NDArray[np.int64]:
+        """Observed trials per question, in :attr:`questions` order."""
+        return _readonly(np.array([sum(row) for row in self._observed], dtype=np.int64))
+
+    def counts(self, question: Hashable) -> tuple[int, ...]:
+        """Observed counts per category of one question (zeros if unseen)."""
+        row = self._rows.get(question)
+        return (0,) * self.category_count if row is None else tuple(self._observed[row])
+
+    @property
+    def posterior(self) -> Posterior:
+        """Posterior mean and standard deviation together."""
+        return Posterior(mu=self.mu, sigma=self.sigma)
+
+    @property
+    def mu(self) -> float:
+        """Posterior mean of the benchmark score."""
+        size = self._declared_count or max(len(self._questions), 1)
+        mean_sum = self._mean_sum + (size - len(self._questions)) * self._empty_mean
+        return self._scaled.offset + self._scaled.scale * (mean_sum / size)
+
+    @property
+    def sigma(self) -> float:
+        """Posterior standard deviation of the benchmark score."""
+        size = self._declared_count or max(len(self._questions), 1)
+        variance_sum = (
+            self._variance_sum + (size - len(self._questions)) * self._empty_variance
+        )
+        return self._scaled.scale * math.sqrt(max(variance_sum, 0.0)) / size
+
+    def interval(
+        self, confidence: float = 0.95, bounds: tuple[float, float] | None = None
+    ) -> tuple[float, float]:
+        """Credible interval ``mu +- z sigma``, optionally clipped to ``bounds``."""
+        posterior = self.posterior
+        return credible_interval(posterior.mu, posterior.sigma, confidence, bounds)
+
+    @property
+    def score_range(self) -> tuple[float, float]:
+        """``(min w, max w)``: the range any score lies in."""
+        return self._scaled.low, self._scaled.high
+
+    @property
+    def avg(self) -> tuple[float, float]:
+        r"""avg@N and its Bayesian standard deviation ``sigma_a``.
+
+        For rectangular data this is the paper's eq. 19-20:
+        :math:`a` = mean observed weight, :math:`\sigma_a = (T/N)\sigma`.
+        With uneven counts, ``a`` is the mean over questions with at least one
+        observed trial of each question's observed mean, and
+        :math:`\sigma_a = \frac{1}{M'}\sqrt{\sum_a (T_a/n_a)^2 \mathrm{Var}_a}`
+        over those ``M'`` questions, which reduces to eq. 20 when every
+        question has the same ``N`` and no prior outcomes.
+
+        Raises:
+            ValueError: when no trial has been observed.
+        """
+        means: list[float] = []
+        variances: list[float] = []
+        for row, counts in enumerate(self._observed):
+            trials = sum(counts)
+            if trials == 0:
+                continue
+            total = trials + sum(self._prior[row]) + self.category_count
+            means.append(
+                sum(n * u for n, u in zip(counts, self._scaled.unit, strict=True))
+                / trials
+            )
+            variances.append((total / trials) ** 2 * self._variances[row])
+        if not means:
+            raise ValueError("avg needs at least one observed trial")
+        scale = self._scaled.scale
+        average = self._scaled.offset + scale * math.fsum(means) / len(means)
+        sigma = scale * math.sqrt(math.fsum(variances)) / len(means)
+        return average, sigma
+
+    # -- internals -------------------------------------------------------------
+
+    def _add_row(self, question: Hashable) -> int:
+        if (
+            self._declared_count is not None
+            and len(self._questions) >= self._declared_count
+        ):
+            raise ValueError(
+                f"question {question!r} would exceed "
+                f"question_count={self._declared_count}"
+            )
+        row = len(self._questions)
+        self._rows[question] = row
+        self._questions.append(question)
+        width = self.category_count
+        self._observed.append([0] * width)
+        self._prior.append([0] * width)
+        self._nu.append([1] * width)
+        self._means.append(self._empty_mean)
+        self._variances.append(self._empty_variance)
+        self._mean_sum += self._empty_mean
+        self._variance_sum += self._empty_variance
+        return row
+
+
+def _is_category(value: object, category_total: int) -> bool:
+    return (
+        isinstance(value, int | np.integer)
+        and not isinstance(value, bool | np.bool_)
+        and 0 <= int(value) < category_total
+    )
+
+
+def _count_matrix(
+    values: ArrayLike, shape: tuple[int, int], name: str
+) -> NDArray[np.int64]:
+    array = np.asarray(values)
+    if array.size == 0 and shape[0] == 0:
+        return np.zeros(shape, dtype=np.int64)
+    if array.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}; got {array.shape}")
+    matrix = check.outcome_matrix(array, name)
+    if matrix.size and int(matrix.min()) < 0:
+        raise ValueError(f"{name} counts must be >= 0; got {int(matrix.min())}")
+    return matrix
+
+
+def _factorize(
+    questions: Sequence[Hashable],
+) -> tuple[NDArray[np.int64], list[Hashable]]:
+    index: dict[Hashable, int] = {}
+    codes = np.fromiter(
+        (index.setdefault(question, len(index)) for question in questions),
+        dtype=np.int64,
+        count=len(questions),
+    )
+    return codes, list(index)
+
+
+def _integer_vector(values: ArrayLike, size: int, name: str) -> NDArray[np.int64]:
+    array = np.asarray(values)
+    if array.shape != (size,):
+        raise ValueError(
+            f"{name} must have one entry per question ({size}); got shape {array.shape}"
+        )
+    if size == 0:
+        return np.zeros(0, dtype=np.int64)
+    vector: NDArray[np.int64] = check.outcome_matrix(array.reshape(1, -1), name)[0]
+    return vector
+
+
+def _readonly(array: NDArray[np.int64]) -> NDArray[np.int64]:
+    array.setflags(write=False)
+    return array

@@ -1,0 +1,439 @@
+r"""The Pass@k family and its Beta-posterior versions, for binary outcomes.
+
+Every metric here gives a question credit ``A[j]`` when ``j`` of ``k`` chosen
+trials succeed (a :class:`Credit`): Pass@k credits ``j >= 1``, Pass^k only
+``j = k``, G-Pass@k_tau ``j >= max(1, ceil(tau k))``, mG-Pass@k the ramp
+``(2/k) max(j - ceil(k/2), 0)``. The point estimate averages the credit over
+the exact hypergeometric draw of ``k`` from a question's ``n`` observed trials
+with ``c`` successes; the posterior version averages it over ``k`` fresh
+trials with success probability ``p ~ Beta(alpha0 + c, beta0 + n - c)``.
+
+The ``*_from_counts`` kernels take per-question ``(successes, trials)``, so
+questions may have different trial counts (ragged). The matrix functions
+match ``scorio.eval`` (0.2.3) in names, arguments, defaults and returns.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.stats import betabinom, hypergeom
+
+from scorio_core import _validation as check
+from scorio_core.posterior import VARIANCE_ROUNDOFF, Posterior, credible_interval
+
+
+@dataclass(frozen=True, slots=True)
+class Credit:
+    """Credit ``values[j]`` for ``j`` successes among ``k`` chosen trials."""
+
+    k: int
+    values: tuple[float, ...]
+
+    @classmethod
+    def pass_at_k(cls, k: int) -> Credit:
+        """At least one success."""
+        return cls.threshold(k, 1)
+
+    @classmethod
+    def pass_hat_k(cls, k: int) -> Credit:
+        """All ``k`` succeed (Pass^k, G-Pass@k)."""
+        return cls.threshold(k, k)
+
+    @classmethod
+    def g_pass_at_k_tau(cls, k: int, tau: float) -> Credit:
+        """At least ``max(1, ceil(tau k))`` successes."""
+        level = check.unit_interval(tau, "tau")
+        count = check.integer(k, "k")
+        threshold = math.floor(level * count)
+        # Compare with the representable boundary j/k so that tau = j/k asks
+        # for exactly j successes even when tau * k rounds above j.
+        if level > threshold / count:
+            threshold += 1
+        return cls.threshold(count, max(1, threshold))
+
+    @classmethod
+    def mg_pass_at_k(cls, k: int) -> Credit:
+        """mG-Pass@k's discrete ramp over thresholds in [0.5, 1]."""
+        count = _positive_k(k)
+        majority = (count + 1) // 2
+        return cls(
+            count, tuple((2.0 / count) * max(j - majority, 0) for j in range(count + 1))
+        )
+
+    @classmethod
+    def threshold(cls, k: int, successes: int) -> Credit:
+        """Credit one for at least ``successes`` of ``k``."""
+        count = _positive_k(k)
+        return cls(
+            count, tuple(1.0 if j >= successes else 0.0 for j in range(count + 1))
+        )
+
+    @property
+    def is_pass(self) -> bool:
+        return self.values[0] == 0.0 and all(v == 1.0 for v in self.values[1:])
+
+    @property
+    def is_unanimous(self) -> bool:
+        return self.values[-1] == 1.0 and all(v == 0.0 for v in self.values[:-1])
+
+
+def credit_estimate(successes: ArrayLike, trials: ArrayLike, credit: Credit) -> float:
+    r"""Unbiased finite-bank estimate: mean over questions of E[credit].
+
+    Formula:
+        .. math::
+
+            \frac{1}{M}\sum_a \sum_j A_j
+            \frac{\binom{c_a}{j}\binom{n_a - c_a}{k - j}}{\binom{n_a}{k}}
+
+    Raises:
+        ValueError: for bad counts or ``k`` above a question's trial count.
+
+    Examples:
+        >>> round(credit_estimate([3, 4], [5, 5], Credit.pass_at_k(2)), 6)
+        0.95
+        >>> round(credit_estimate([3, 2], [5, 3], Credit.pass_hat_k(2)), 6)
+        0.316667
+    """
+    success_array, trial_array = _count_pairs(successes, trials)
+    if int(trial_array.min()) < credit.k:
+        raise ValueError(
+            f"k must be in 1..N for every question; got k={credit.k} with "
+            f"N={int(trial_array.min())}"
+        )
+    return _estimate(success_array, trial_array, credit)
+
+
+def credit_posterior(
+    successes: ArrayLike,
+    trials: ArrayLike,
+    credit: Credit,
+    alpha0: float = 1.0,
+    beta0: float = 1.0,
+) -> Posterior:
+    r"""Posterior mean and sd of the credit of ``k`` fresh trials.
+
+    Formula:
+        With :math:`p_a \sim \mathrm{Beta}(\alpha_0 + c_a, \beta_0 + n_a - c_a)`
+        and :math:`g(p) = \sum_j A_j \binom{k}{j} p^j (1-p)^{k-j}`:
+        :math:`\mu = \frac1M \sum_a E[g(p_a)]`,
+        :math:`\sigma = \frac1M \sqrt{\sum_a \mathrm{Var}[g(p_a)]}`.
+
+    Examples:
+        >>> p = credit_posterior([3, 4], [5, 5], Credit.pass_at_k(1))
+        >>> round(p.mu, 6), round(p.sigma, 6)
+        (0.642857, 0.118451)
+    """
+    success_array, trial_array = _count_pairs(successes, trials)
+    first = check.positive(alpha0, "alpha0")
+    second = check.positive(beta0, "beta0")
+    states, frequencies = np.unique(
+        np.stack([success_array, trial_array], axis=1), axis=0, return_counts=True
+    )
+    alpha = first + states[:, 0]
+    beta = second + (states[:, 1] - states[:, 0])
+    means, variances = _beta_moments(credit, alpha.astype(float), beta.astype(float))
+    question_count = success_array.size
+    mu = float(frequencies @ means) / question_count
+    variance = float(frequencies @ variances) / question_count**2
+    return Posterior(mu=mu, sigma=math.sqrt(variance))
+
+
+# -- scorio.eval-compatible matrix API -------------------------------------------
+
+
+def pass_at_k(R: ArrayLike, k: int) -> float:
+    r"""Unbiased Pass@k: chance that at least one of ``k`` trials is right.
+
+    Formula:
+        :math:`\frac{1}{M}\sum_a 1 - \binom{N - c_a}{k} / \binom{N}{k}`.
+
+    References:
+        Chen et al., "Evaluating Large Language Models Trained on Code", 2021.
+
+    Examples:
+        >>> round(pass_at_k([[0, 1, 1, 0, 1], [1, 1, 0, 1, 1]], 2), 6)
+        0.95
+    """
+    successes, trials, count = _binary_counts(R, k)
+    return _estimate(successes, trials, Credit.pass_at_k(count))
+
+
+def pass_hat_k(R: ArrayLike, k: int) -> float:
+    r"""Pass^k: chance that all ``k`` chosen trials are right.
+
+    Formula:
+        :math:`\frac{1}{M}\sum_a \binom{c_a}{k} / \binom{N}{k}`.
+
+    References:
+        Yao et al., "tau-bench", 2024.
+
+    Examples:
+        >>> round(pass_hat_k([[0, 1, 1, 0, 1], [1, 1, 0, 1, 1]], 2), 6)
+        0.45
+    """
+    successes, trials, count = _binary_counts(R, k)
+    return _estimate(successes, trials, Credit.pass_hat_k(count))
+
+
+def g_pass_at_k_tau(R: ArrayLike, k: int, tau: float) -> float:
+    r"""G-Pass@k_tau: at least ``max(1, ceil(tau k))`` of ``k`` right.
+
+    References:
+        Liu et al., "Are Your LLMs Capable of Stable Reasoning?", ACL 2025.
+
+    Examples:
+        >>> round(g_pass_at_k_tau([[0, 1, 1, 0, 1], [1, 1, 0, 1, 1]], 2, 0.5), 6)
+        0.95
+    """
+    matrix = check.binary_matrix(R)
+    level = check.unit_interval(tau, "tau")
+    successes, trials, count = _binary_counts(matrix, k)
+    return _estimate(successes, trials, Credit.g_pass_at_k_tau(count, level))
+
+
+def mg_pass_at_k(R: ArrayLike, k: int) -> float:
+    r"""mG-Pass@k: the discrete mean of G-Pass@k_tau over tau in [0.5, 1].
+
+    Formula:
+        :math:`\frac{1}{M}\sum_a \frac{2}{k}\sum_{j>m}(j-m)P(X_a = j)`,
+        :math:`m = \lceil k/2 \rceil`, :math:`X_a` hypergeometric.
+
+    References:
+        Liu et al., "Are Your LLMs Capable of Stable Reasoning?", ACL 2025.
+
+    Examples:
+        >>> round(mg_pass_at_k([[0, 1, 1, 0, 1], [1, 1, 0, 1, 1]], 3), 6)
+        0.166667
+    """
+    successes, trials, count = _binary_counts(R, k)
+    return _estimate(successes, trials, Credit.mg_pass_at_k(count))
+
+
+def pass_at_k_ci(
+    R: ArrayLike,
+    k: int,
+    confidence: float = 0.95,
+    bounds: tuple[float, float] = (0.0, 1.0),
+    alpha0: float = 1.0,
+    beta0: float = 1.0,
+) -> tuple[float, float, float, float]:
+    """Posterior ``(mu, sigma, lo, hi)`` of i.i.d. Pass@k, ``1 - (1-p)^k``.
+
+    Examples:
+        >>> R = [[0, 1, 1, 0, 1], [1, 1, 0, 1, 1]]
+        >>> tuple(round(x, 4) for x in pass_at_k_ci(R, 2))
+        (0.8393, 0.0973, 0.6487, 1.0)
+    """
+    return _posterior_ci(R, k, Credit.pass_at_k, confidence, bounds, alpha0, beta0)
+
+
+def pass_hat_k_ci(
+    R: ArrayLike,
+    k: int,
+    confidence: float = 0.95,
+    bounds: tuple[float, float] = (0.0, 1.0),
+    alpha0: float = 1.0,
+    beta0: float = 1.0,
+) -> tuple[float, float, float, float]:
+    """Posterior ``(mu, sigma, lo, hi)`` of i.i.d. Pass^k, ``p^k``.
+
+    Examples:
+        >>> R = [[0, 1, 1, 0, 1], [1, 1, 0, 1, 1]]
+        >>> tuple(round(x, 4) for x in pass_hat_k_ci(R, 2))
+        (0.4464, 0.1462, 0.1599, 0.7329)
+    """
+    return _posterior_ci(R, k, Credit.pass_hat_k, confidence, bounds, alpha0, beta0)
+
+
+def g_pass_at_k_tau_ci(
+    R: ArrayLike,
+    k: int,
+    tau: float,
+    confidence: float = 0.95,
+    bounds: tuple[float, float] = (0.0, 1.0),
+    alpha0: float = 1.0,
+    beta0: float = 1.0,
+) -> tuple[float, float, float, float]:
+    """Posterior ``(mu, sigma, lo, hi)`` of i.i.d. G-Pass@k_tau."""
+    check.binary_matrix(R)
+    level = check.unit_interval(tau, "tau")
+    return _posterior_ci(
+        R,
+        k,
+        lambda count: Credit.g_pass_at_k_tau(count, level),
+        confidence,
+        bounds,
+        alpha0,
+        beta0,
+    )
+
+
+def mg_pass_at_k_ci(
+    R: ArrayLike,
+    k: int,
+    confidence: float = 0.95,
+    bounds: tuple[float, float] = (0.0, 1.0),
+    alpha0: float = 1.0,
+    beta0: float = 1.0,
+) -> tuple[float, float, float, float]:
+    """Posterior ``(mu, sigma, lo, hi)`` of i.i.d. mG-Pass@k."""
+    return _posterior_ci(R, k, Credit.mg_pass_at_k, confidence, bounds, alpha0, beta0)
+
+
+# -- kernels -------------------------------------------------------------------------
+
+
+def _posterior_ci(
+    R: ArrayLike,
+    k: int,
+    make_credit: Callable[[int], Credit],
+    confidence: float,
+    bounds: tuple[float, float] | None,
+    alpha0: float,
+    beta0: float,
+) -> tuple[float, float, float, float]:
+    successes, trials, count = _binary_counts(R, k)
+    level = check.confidence(confidence)
+    posterior = credit_posterior(successes, trials, make_credit(count), alpha0, beta0)
+    low, high = credible_interval(posterior.mu, posterior.sigma, level, bounds)
+    return posterior.mu, posterior.sigma, low, high
+
+
+def _binary_counts(
+    R: ArrayLike, k: object
+) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
+    matrix = check.binary_matrix(R)
+    count = check.k_in_range(k, matrix.shape[1])
+    trials = np.full(matrix.shape[0], matrix.shape[1], dtype=np.int64)
+    return matrix.sum(axis=1), trials, count
+
+
+def _count_pairs(
+    successes: ArrayLike, trials: ArrayLike
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    success_array = check.outcome_matrix(
+        np.asarray(successes).reshape(1, -1), "successes"
+    )[0]
+    trial_array = check.outcome_matrix(np.asarray(trials).reshape(1, -1), "trials")[0]
+    if success_array.shape != trial_array.shape:
+        raise ValueError(
+            f"successes and trials must have the same length; got "
+            f"{success_array.size} and {trial_array.size}"
+        )
+    if int(trial_array.min()) < 0 or int(success_array.min()) < 0:
+        raise ValueError("successes and trials must be >= 0")
+    if np.any(success_array > trial_array):
+        row = int(np.argmax(success_array > trial_array))
+        raise ValueError(
+            f"successes cannot exceed trials; got {int(success_array[row])} > "
+            f"{int(trial_array[row])} on question {row}"
+        )
+    return success_array, trial_array
+
+
+def _positive_k(k: object) -> int:
+    count = check.integer(k, "k")
+    if count < 1:
+        raise ValueError(f"k must be >= 1; got {count}")
+    return count
+
+
+def _estimate(
+    successes: NDArray[np.int64], trials: NDArray[np.int64], credit: Credit
+) -> float:
+    states, frequencies = np.unique(
+        np.stack([successes, trials], axis=1), axis=0, return_counts=True
+    )
+    draws = np.arange(credit.k + 1)[None, :]
+    pmf = hypergeom.pmf(draws, states[:, 1:2], states[:, 0:1], credit.k)
+    scores = pmf @ np.asarray(credit.values)
+    return float(frequencies @ scores) / successes.size
+
+
+def _beta_moments(
+    credit: Credit, alpha: NDArray[np.float64], beta: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Mean and variance of g(p) under Beta(alpha, beta), per state."""
+    if credit.is_pass:
+        # 1 - (1-p)^k: moments of q = 1 - p ~ Beta(beta, alpha).
+        log_first = _log_power_moment(beta, alpha, credit.k)
+        log_second = _log_power_moment(beta, alpha, 2 * credit.k)
+        return -np.expm1(log_first), _variance_from_logs(log_first, log_second)
+    if credit.is_unanimous:
+        log_first = _log_power_moment(alpha, beta, credit.k)
+        log_second = _log_power_moment(alpha, beta, 2 * credit.k)
+        return np.exp(log_first), _variance_from_logs(log_first, log_second)
+    values = np.asarray(credit.values)
+    weights, partner = _square_weights(credit.k)
+    means = _bernstein_expectation(values, alpha, beta)
+    square = _bernstein_square(values, weights, partner)
+    variances = _bernstein_expectation(square, alpha, beta) - means * means
+    # Where the subtraction cancels (near-deterministic questions), integrate
+    # the centred square instead; that costs O(k^2) per such state.
+    unstable = variances <= (credit.k + 1) * VARIANCE_ROUNDOFF * np.maximum(
+        1.0, means * means
+    )
+    for state in np.flatnonzero(unstable):
+        centered = _bernstein_square(values - means[state], weights, partner)
+        variances[state] = _bernstein_expectation(
+            centered, alpha[state : state + 1], beta[state : state + 1]
+        )[0]
+    return means, np.maximum(variances, 0.0)
+
+
+def _log_power_moment(
+    alpha: NDArray[np.float64], beta: NDArray[np.float64], power: int
+) -> NDArray[np.float64]:
+    """``log E[p^power]`` for p ~ Beta(alpha, beta), as a sum of log1p terms."""
+    steps = np.arange(power, dtype=float)[None, :]
+    terms = -np.log1p(beta[:, None] / (alpha[:, None] + steps))
+    return np.asarray(terms.sum(axis=1), dtype=np.float64)
+
+
+def _variance_from_logs(
+    log_first: NDArray[np.float64], log_second: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """``exp(log_second) - exp(log_first)^2`` without cancellation."""
+    gap = np.minimum(2.0 * log_first - log_second, 0.0)
+    return np.exp(log_second) * -np.expm1(gap)
+
+
+def _bernstein_expectation(
+    coefficients: NDArray[np.float64],
+    alpha: NDArray[np.float64],
+    beta: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """``E[sum_j b_j Binom(j; d, p)]`` under Beta: a beta-binomial average."""
+    degree = coefficients.size - 1
+    successes = np.arange(degree + 1)[None, :]
+    pmf = betabinom.pmf(successes, degree, alpha[:, None], beta[:, None])
+    return np.asarray(pmf @ coefficients, dtype=np.float64)
+
+
+def _square_weights(k: int) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """Weights and partner indices to square a degree-k Bernstein polynomial.
+
+    The square has degree 2k with h_t = sum_j W[t, j] x_j x_{t-j}, where
+    W[t, j] = C(k, j) C(k, t-j) / C(2k, t) is a hypergeometric pmf in j that
+    scipy evaluates stably; W is zero where t - j falls outside 0..k.
+    """
+    t = np.arange(2 * k + 1)[:, None]
+    j = np.arange(k + 1)[None, :]
+    partner = t - j
+    valid = (partner >= 0) & (partner <= k)
+    weights = np.where(valid, hypergeom.pmf(j, 2 * k, k, t), 0.0)
+    return weights, np.clip(partner, 0, k)
+
+
+def _bernstein_square(
+    values: NDArray[np.float64],
+    weights: NDArray[np.float64],
+    partner: NDArray[np.int64],
+) -> NDArray[np.float64]:
+    return np.asarray((weights * values[None, :] * values[partner]).sum(axis=1))
