@@ -80,8 +80,6 @@ class CountTable:
         "_rows",
         "_scaled",
         "_trial_count",
-        "_unit",
-        "_unit_squared",
         "_variance_sum",
         "_variances",
         "_weights",
@@ -111,8 +109,6 @@ class CountTable:
         )
         self._nu: list[list[int]] = []
         self._width = weights.size
-        self._unit = self._scaled.unit
-        self._unit_squared = self._scaled.unit_squared
         self._mean_sum = 0.0
         self._variance_sum = 0.0
         self._resync_countdown = _MIN_RESYNC_INTERVAL

@@ -215,6 +215,11 @@ def row_term(nu: list[int], scaled: ScaledWeights) -> tuple[float, float]:
     Used on the streaming hot path, where NumPy's per-call overhead on a
     handful of categories costs more than the arithmetic.
     """
+    if len(nu) == 2:
+        # Binary: in unit scale u = (0, +-1), so E = u1 p and Var = p(1-p)/(T+1).
+        total = nu[0] + nu[1]
+        share = nu[1] / total
+        return scaled.unit[1] * share, share * (1.0 - share) / (total + 1)
     total = 0
     first = 0.0
     second = 0.0
