@@ -30,11 +30,16 @@ def main() -> None:
     arguments = parser.parse_args()
 
     rng = np.random.default_rng(arguments.seed)
-    results = (rng.random((MODELS, QUESTIONS, TRIALS)) < rng.random((MODELS, 1, 1))).astype(
-        np.int64
-    )
+    results = (
+        rng.random((MODELS, QUESTIONS, TRIALS)) < rng.random((MODELS, 1, 1))
+    ).astype(np.int64)
     arrivals = np.array(
-        [(m, q, t) for m in range(MODELS) for q in range(QUESTIONS) for t in range(TRIALS)]
+        [
+            (m, q, t)
+            for m in range(MODELS)
+            for q in range(QUESTIONS)
+            for t in range(TRIALS)
+        ]
     )
     arrivals = arrivals[rng.permutation(len(arrivals))]
     events = [(int(m), int(q), int(results[m, q, t])) for m, q, t in arrivals]

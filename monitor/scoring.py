@@ -144,5 +144,5 @@ def tables_from_trials(
                 question for table in per_run.values() for question in table.questions
             }
             for table in per_run.values():
-                table.declare(sorted(seen - set(table.questions)))
+                table.declare(sorted(str(q) for q in seen - set(table.questions)))
     return tables

@@ -73,7 +73,7 @@ def draw_world(
     current = raw.mean(axis=1, keepdims=True)
     down = raw * (targets[:, None] / current)
     up = 1.0 - (1.0 - raw) * ((1.0 - targets[:, None]) / (1.0 - current))
-    return np.where(current > targets[:, None], down, up)
+    return np.asarray(np.where(current > targets[:, None], down, up), dtype=np.float64)
 
 
 def draw_results(

@@ -1,12 +1,16 @@
-"""Terminal rendering with rich: leaderboards with intervals and groups."""
+"""Terminal rendering with rich: leaderboards with intervals, groups, events."""
 
 from __future__ import annotations
 
-from rich.console import Console
+from collections.abc import Sequence
+
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from monitor.schema import Status
 from monitor.scoring import Scoreboard
+from monitor.store import StoredEvent
 
 _BAR_WIDTH = 20
 
@@ -64,3 +68,76 @@ def interval_bar(lo: float, mu: float, hi: float, low: float, high: float) -> Te
         chars[index] = "─"
     chars[cell(mu)] = "●"
     return Text("".join(chars), style="cyan")
+
+
+def status_view(status: Status, events: Sequence[StoredEvent] = ()) -> Group:
+    """The live view of one run: leaderboard, open pairs, recent events."""
+    questions = f"M={status.question_count}" + (" (open)" if status.open else "")
+    state = "[green]stable[/]" if status.stable else "[yellow]running[/]"
+    title = (
+        f"{status.run}  ·  {questions}  ·  rule {status.rule}  ·  {state}  ·  "
+        f"{status.trials} trials, {status.duplicates} duplicates, "
+        f"{status.corrections} corrections, {status.rejected} rejected"
+    )
+    table = Table(title=title, title_justify="left")
+    table.add_column("rank", justify="right", no_wrap=True)
+    table.add_column("group", justify="right", no_wrap=True)
+    table.add_column("model", overflow="fold", min_width=8)
+    table.add_column("mu", justify="right", no_wrap=True)
+    table.add_column("sigma", justify="right", no_wrap=True)
+    table.add_column("interval", no_wrap=True)
+    table.add_column("", no_wrap=True, min_width=_BAR_WIDTH)
+    table.add_column("trials", justify="right", no_wrap=True)
+    table.add_column("needs", justify="right", no_wrap=True)
+    low = min((row.lo for row in status.models), default=0.0)
+    high = max((row.hi for row in status.models), default=1.0)
+    for row in status.models:
+        needs = "—"
+        if row.needs_trials:
+            needs = (
+                "yes" if row.predicted_trials is None else f"~{row.predicted_trials}"
+            )
+        table.add_row(
+            str(row.rank),
+            str(row.group),
+            row.model,
+            f"{row.mu:.4f}",
+            f"{row.sigma:.4f}",
+            f"[{row.lo:.4f}, {row.hi:.4f}]",
+            interval_bar(row.lo, row.mu, row.hi, low, high),
+            str(row.trials),
+            needs,
+        )
+    parts: list[Table | Text] = [table]
+    open_pairs = [pair for pair in status.pairs if not pair.resolved]
+    if open_pairs:
+        lines = [
+            f"  {pair.a} vs {pair.b}: z={pair.z:.2f} rho={pair.rho:.3f}"
+            + ("  statistical tie at this budget" if pair.unresolvable else "")
+            for pair in open_pairs
+        ]
+        parts.append(Text("unresolved pairs:\n" + "\n".join(lines)))
+    if events:
+        parts.append(
+            Text(
+                "events:\n"
+                + "\n".join(f"  #{e.seq} {describe_event(e)}" for e in events[-8:])
+            )
+        )
+    return Group(*parts)
+
+
+def describe_event(event: StoredEvent) -> str:
+    """One line for an event."""
+    payload = event.payload
+    if event.kind in ("pair_resolved", "pair_unresolvable"):
+        z = payload.get("z")
+        z_text = f"{z:.2f}" if isinstance(z, float) else "?"
+        relation = ">" if event.kind == "pair_resolved" else "~"
+        pair = f"{payload.get('a')} {relation} {payload.get('b')}"
+        return f"{event.kind}: {pair} (z={z_text})"
+    if event.kind == "model_done":
+        return f"model_done: {payload.get('model')} ({payload.get('trials')} trials)"
+    if event.kind == "budget_exhausted":
+        return f"budget_exhausted: {payload.get('models')}"
+    return f"{event.kind}"

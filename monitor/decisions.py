@@ -1,0 +1,299 @@
+"""What a run's counts mean right now: order, groups, pairs, who needs trials.
+
+:func:`decide` turns every model's posterior into a :class:`RunDecision`
+under the run's stopping rule and target. It is pure (no I/O, no clock): the
+engine calls it on each look and compares decisions to fire events.
+
+Groups follow block resolution (see :mod:`scorio_core.stopping`): a boundary
+in the order separates groups only when every pair across it is settled.
+Within an open boundary, the weakest cross pair is the one that gets trials.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from monitor.schema import RunConfig
+from scorio_core import ranking_confidence, z_score
+from scorio_core.stopping import (
+    BoundaryState,
+    PaperRule,
+    StoppingRule,
+    pair_information,
+    resolve_boundaries,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """One model's numbers, as the decision needs them."""
+
+    model: str
+    mu: float
+    sigma: float
+    lo: float
+    hi: float
+    trials: int
+    question_count: int
+    least_sampled: int
+
+    @property
+    def per_question(self) -> float:
+        """Mean observed trials per question, ``n``."""
+        return self.trials / self.question_count
+
+    @property
+    def trial_variance(self) -> float:
+        """``s^2`` with ``sigma^2 ~ s^2 / (M n)``: one trial's share of variance."""
+        return self.sigma**2 * self.question_count * max(self.per_question, 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class PairDecision:
+    """Two models adjacent in the order, ``a`` above ``b``."""
+
+    a: str
+    b: str
+    z: float
+    rho: float
+    resolved: bool
+    unresolvable: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RunDecision:
+    """Everything the status, allocation and events need from one look."""
+
+    order: tuple[str, ...]
+    ranks: dict[str, int]
+    groups: dict[str, int]
+    pairs: tuple[PairDecision, ...]
+    needs_trials: frozenset[str]
+    predicted_trials: dict[str, int | None]
+    done: frozenset[str]
+    exhausted: frozenset[str]
+    stable: bool
+
+
+def build_rule(config: RunConfig) -> StoppingRule:
+    """The stopping rule a run's config asks for."""
+    return PaperRule.from_confidence(config.confidence, config.max_trials_per_question)
+
+
+def decide(
+    standings: Sequence[Standing], config: RunConfig, rule: StoppingRule
+) -> RunDecision:
+    """Order, group and classify a run's models under ``rule``."""
+    ordered = sorted(standings, key=lambda s: (-s.mu, s.model))
+    names = tuple(s.model for s in ordered)
+    cap = config.max_trials_per_question
+    has_budget = {s.model: cap is None or s.least_sampled < cap for s in ordered}
+    below_minimum = {
+        s.model: s.least_sampled < config.min_trials_per_question for s in ordered
+    }
+    size = len(ordered)
+    z = np.zeros((size, size))
+    information = np.zeros((size, size))
+    settled = np.zeros((size, size), dtype=bool)
+    futile = np.zeros((size, size), dtype=bool)
+    margin = np.zeros((size, size))
+    for i in range(size):
+        for j in range(i + 1, size):
+            upper, lower = ordered[i], ordered[j]
+            pair_z = z_score(upper.mu, upper.sigma, lower.mu, lower.sigma)
+            t = pair_information(
+                upper.per_question,
+                upper.trial_variance,
+                lower.per_question,
+                lower.trial_variance,
+            )
+            threshold = rule.threshold(t)
+            z[i, j], information[i, j] = pair_z, t
+            settled[i, j] = t > 0.0 and pair_z >= threshold
+            futile[i, j] = not settled[i, j] and rule.is_futile(pair_z, t)
+            margin[i, j] = pair_z - threshold
+    boundaries = resolve_boundaries(settled, margin)
+    unresolvable = [
+        _is_unresolvable(boundary, futile, names, has_budget) for boundary in boundaries
+    ]
+    targets = _target_boundaries(config, size)
+
+    groups, group = {}, 1
+    for position, name in enumerate(names):
+        if position and boundaries[position - 1].resolved:
+            group += 1
+        groups[name] = group
+    means = np.array([s.mu for s in ordered])
+    ranks = {
+        name: 1 + int(np.sum(means > means[position]))
+        for position, name in enumerate(names)
+    }
+
+    needs: set[str] = set()
+    predicted: dict[str, int | None] = {}
+    for index in targets:
+        boundary = boundaries[index]
+        if boundary.resolved or unresolvable[index]:
+            continue
+        i, j = boundary.weakest
+        forecast = rule.forecast(float(z[i, j]), float(information[i, j]))
+        for position in (i, j):
+            standing = ordered[position]
+            if not has_budget[standing.model]:
+                continue
+            needs.add(standing.model)
+            extra = _extra_trials(standing, forecast, float(information[i, j]), cap)
+            previous = predicted.get(standing.model, 0)
+            predicted[standing.model] = (
+                None if extra is None or previous is None else max(previous, extra)
+            )
+    for standing in ordered:
+        name = standing.model
+        if below_minimum[name] and has_budget[name]:
+            needs.add(name)
+            floor = (
+                config.min_trials_per_question - standing.per_question
+            ) * standing.question_count
+            current = predicted.get(name, 0)
+            predicted[name] = (
+                None if current is None else max(current, math.ceil(floor))
+            )
+        width = config.interval_width
+        if (
+            config.target == "width"
+            and width is not None
+            and standing.hi - standing.lo > width
+            and has_budget[name]
+        ):
+            needs.add(name)
+            predicted[name] = _width_trials(standing, width, cap)
+        predicted.setdefault(name, 0)
+
+    open_targets = [
+        i for i in targets if not boundaries[i].resolved and not unresolvable[i]
+    ]
+    settled_around = _settled_around(names, groups, boundaries, unresolvable, targets)
+    done = frozenset(
+        name
+        for name in names
+        if name not in needs and (settled_around[name] or not has_budget[name])
+    )
+    exhausted = frozenset(
+        names[position]
+        for index in range(len(boundaries))
+        if index in targets and not boundaries[index].resolved
+        for position in boundaries[index].weakest
+        if not has_budget[names[position]]
+    )
+    pairs = tuple(
+        PairDecision(
+            a=names[i],
+            b=names[i + 1],
+            z=float(z[i, i + 1]),
+            rho=ranking_confidence(float(z[i, i + 1])),
+            resolved=boundaries[i].resolved,
+            unresolvable=unresolvable[i],
+        )
+        for i in range(size - 1)
+    )
+    return RunDecision(
+        order=names,
+        ranks=ranks,
+        groups=groups,
+        pairs=pairs,
+        needs_trials=frozenset(needs),
+        predicted_trials=predicted,
+        done=done,
+        exhausted=exhausted,
+        stable=size > 0 and not open_targets and not needs,
+    )
+
+
+def _is_unresolvable(
+    boundary: BoundaryState,
+    futile: np.ndarray,
+    names: tuple[str, ...],
+    has_budget: dict[str, bool],
+) -> bool:
+    if boundary.resolved:
+        return False
+    above, below = slice(0, boundary.index + 1), slice(boundary.index + 1, len(names))
+    if bool(futile[above, below].any()):
+        return True
+    i, j = boundary.weakest
+    return not has_budget[names[i]] and not has_budget[names[j]]
+
+
+def _target_boundaries(config: RunConfig, size: int) -> list[int]:
+    if size < 2 or config.target == "width":
+        return []
+    if config.target == "leader":
+        return [0]
+    if config.target == "top_k":
+        top = config.top_k or 1
+        return [top - 1] if top < size else []
+    return list(range(size - 1))
+
+
+def _settled_around(
+    names: tuple[str, ...],
+    groups: dict[str, int],
+    boundaries: list[BoundaryState],
+    unresolvable: list[bool],
+    targets: list[int],
+) -> dict[str, bool]:
+    """Whether the boundaries just above and below each model's group are settled."""
+    target_set = set(targets)
+
+    def settled(index: int) -> bool:
+        return (
+            index not in target_set or boundaries[index].resolved or unresolvable[index]
+        )
+
+    result = {}
+    for position, name in enumerate(names):
+        first = position
+        while first > 0 and groups[names[first - 1]] == groups[name]:
+            first -= 1
+        last = position
+        while last < len(names) - 1 and groups[names[last + 1]] == groups[name]:
+            last += 1
+        inside = all(settled(index) for index in range(first, last))
+        above = first == 0 or settled(first - 1)
+        below = last == len(names) - 1 or settled(last)
+        result[name] = inside and above and below
+    return result
+
+
+def _extra_trials(
+    standing: Standing, forecast: float, information: float, cap: int | None
+) -> int | None:
+    """Trials this model needs until its pair is forecast to settle."""
+    if not math.isfinite(forecast) or information <= 0.0:
+        return None
+    target_per_question = standing.per_question * forecast / information
+    if cap is not None:
+        target_per_question = min(target_per_question, cap)
+    return max(
+        0,
+        math.ceil(
+            (target_per_question - standing.per_question) * standing.question_count
+        ),
+    )
+
+
+def _width_trials(standing: Standing, width: float, cap: int | None) -> int | None:
+    """Trials until the interval narrows to ``width`` (widths fall like 1/sqrt(n))."""
+    current = standing.hi - standing.lo
+    if standing.trials == 0 or current <= 0.0:
+        return None
+    per_question = standing.per_question * (current / width) ** 2
+    if cap is not None:
+        per_question = min(per_question, cap)
+    return max(
+        0, math.ceil((per_question - standing.per_question) * standing.question_count)
+    )

@@ -1,0 +1,478 @@
+"""The monitor engine: validate, count exactly once, decide, fire events.
+
+:class:`Monitor` is the synchronous core every front end wraps (the CLI, the
+asyncio service, a notebook). One call path: raw input is parsed, checked
+against the run's declaration, classified and persisted by the store in one
+atomic step, and only then counted. A *look* recomputes the run's decisions
+and fires events the run has not fired before; looks happen at the end of an
+ingest call (at most every ``look_interval_s``) and on every status or plan.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+
+from pydantic import ValidationError
+
+from monitor.allocation import plan
+from monitor.decisions import RunDecision, build_rule, decide
+from monitor.errors import ConfigError, UnknownRunError
+from monitor.events import pending_events
+from monitor.interfaces import Store
+from monitor.parsing import (
+    Parsed,
+    describe_validation_error,
+    parse_object,
+    parse_payload,
+)
+from monitor.run import RunState
+from monitor.schema import (
+    ModelStatus,
+    NextItem,
+    PairStatus,
+    Rejection,
+    RunConfig,
+    Status,
+    TrialEvent,
+)
+from monitor.sqlite_store import SqliteStore
+from monitor.store import (
+    Batch,
+    DeadLetter,
+    MemoryStore,
+    PendingEvent,
+    StoredEvent,
+    Trial,
+)
+
+EventInput = Mapping[str, object] | TrialEvent
+
+
+@dataclass(frozen=True, slots=True)
+class IngestReport:
+    """What one ingest call did."""
+
+    accepted: int
+    duplicates: int
+    corrections: int
+    rejected: tuple[Rejection, ...]
+    events: tuple[StoredEvent, ...]
+
+
+class Monitor:
+    """The engine behind every front end.
+
+    Args:
+        state: ``None`` for an in-memory monitor, a path for the embedded
+            SQLite store (created if missing), or any :class:`Store`.
+        clock: Seconds since the epoch; injectable for tests.
+        look_interval_s: Minimum time between looks triggered by ingestion
+            (statuses and plans always look). 0 looks after every call.
+
+    Examples:
+        >>> monitor = Monitor()
+        >>> trial = {"run": "demo", "model": "a", "question": 1, "trial": 0}
+        >>> report = monitor.ingest([{**trial, "correct": True}] * 2)
+        >>> report.accepted, report.duplicates
+        (1, 1)
+        >>> monitor.status("demo").trials
+        1
+    """
+
+    def __init__(
+        self,
+        state: Store | str | os.PathLike[str] | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        look_interval_s: float = 0.0,
+    ) -> None:
+        if state is None:
+            self._store: Store = MemoryStore()
+        elif isinstance(state, str | os.PathLike):
+            self._store = SqliteStore(state)
+        else:
+            self._store = state
+        self._clock = clock
+        self._look_interval_s = look_interval_s
+        self._runs: dict[str, RunState] = {}
+        self._decisions: dict[str, RunDecision] = {}
+        self._dirty: set[str] = set()
+        self._last_look: dict[str, float] = {}
+        self._fired: set[tuple[str, str, str]] = set()
+        self._listeners: list[Callable[[StoredEvent], None]] = []
+        self._cursors: dict[str, str] = {}
+        self._reload()
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def __enter__(self) -> Monitor:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the store."""
+        self._store.close()
+
+    @property
+    def store(self) -> Store:
+        return self._store
+
+    # -- runs --------------------------------------------------------------
+
+    def configure(self, config: RunConfig | Mapping[str, object]) -> RunConfig:
+        """Declare a run (or update it while no trial used other weights).
+
+        Raises:
+            ConfigError: for an invalid config, or new weights on a run that
+                already counted trials with different ones.
+        """
+        if not isinstance(config, RunConfig):
+            config = _validated_config(config)
+        existing = self._runs.get(config.run)
+        if (
+            existing is not None
+            and existing.config.weights != config.weights
+            and any(table.trial_count for table in existing.tables.values())
+        ):
+            raise ConfigError(
+                f"run {config.run!r} already counted trials with weights "
+                f"{existing.config.weights}; cannot change them to {config.weights}"
+            )
+        self._store.save_config(config, declared=True)
+        state = RunState(config, declared=True)
+        state.restore(self._store.counts(config.run))
+        self._runs[config.run] = state
+        self._dirty.add(config.run)
+        return config
+
+    @property
+    def runs(self) -> list[str]:
+        """Run ids, sorted."""
+        return sorted(self._runs)
+
+    def config(self, run: str) -> RunConfig:
+        return self._run(run).config
+
+    # -- ingestion ---------------------------------------------------------
+
+    def ingest(
+        self, events: EventInput | Iterable[EventInput], *, source: str = "python"
+    ) -> IngestReport:
+        """Count trial events (one mapping or an iterable of them)."""
+        items: Iterable[EventInput] = (
+            [events] if isinstance(events, Mapping | TrialEvent) else events
+        )
+        parsed = [
+            parse_object(item, source, position) for position, item in enumerate(items)
+        ]
+        return self.ingest_parsed(parsed, source=source, positions=range(len(parsed)))
+
+    def ingest_payload(
+        self,
+        payload: str | bytes,
+        *,
+        source: str = "",
+        position: int | None = None,
+        cursor: tuple[str, str] | None = None,
+    ) -> IngestReport:
+        """Count one raw JSON payload: an event object or an array (a batch)."""
+        parsed = parse_payload(payload, source, position)
+        return self.ingest_parsed(
+            parsed, source=source, positions=[position] * len(parsed), cursor=cursor
+        )
+
+    def ingest_parsed(
+        self,
+        items: Sequence[Parsed],
+        *,
+        source: str = "",
+        positions: Sequence[int | None] | None = None,
+        cursor: tuple[str, str] | None = None,
+    ) -> IngestReport:
+        """Count parsed items; rejections are dead-lettered, never counted.
+
+        ``positions`` (e.g. line numbers, one per item) locate rejections for
+        the user. ``cursor`` (name, position) is committed atomically with
+        the trials, so a source resuming from it neither skips nor repeats.
+        """
+        where = list(positions) if positions is not None else [None] * len(items)
+        now = self._clock()
+        trials: list[Trial] = []
+        letters: list[DeadLetter] = []
+        rejections: list[Rejection] = []
+        new_questions: dict[str, set[str]] = {}
+        for item, position in zip(items, where, strict=True):
+            if isinstance(item, Rejection):
+                rejections.append(item)
+                # Count it against the run it named, if that run exists.
+                known = (
+                    item.run
+                    if item.run is not None and item.run in self._runs
+                    else None
+                )
+                letters.append(_dead_letter(item, known, now))
+                continue
+            state = self._run_for_event(item.run)
+            if state is None:
+                reason = self._unknown_run_reason(item.run)
+                rejection = _event_rejection(item, reason, source, position)
+                rejections.append(rejection)
+                letters.append(_dead_letter(rejection, None, now))
+                continue
+            problem = state.rejection(item, new_questions.setdefault(item.run, set()))
+            if problem is not None:
+                rejection = _event_rejection(item, problem, source, position)
+                rejections.append(rejection)
+                letters.append(_dead_letter(rejection, item.run, now))
+                continue
+            trials.append(_trial(item))
+        previous_categories = self._store.apply(Batch(trials, letters, cursor))
+        accepted = duplicates = corrections = 0
+        for trial, previous in zip(trials, previous_categories, strict=True):
+            self._runs[trial.run].apply(trial, previous)
+            if previous == trial.category:
+                duplicates += 1
+            elif previous < 0:
+                accepted += 1
+            else:
+                corrections += 1
+            self._dirty.add(trial.run)
+        for letter in letters:
+            if letter.run is not None:
+                self._dirty.add(letter.run)
+        if cursor is not None:
+            self._cursors[cursor[0]] = cursor[1]
+        fired = self._look_dirty(now, force=False)
+        return IngestReport(
+            accepted=accepted,
+            duplicates=duplicates,
+            corrections=corrections,
+            rejected=tuple(rejections),
+            events=tuple(fired),
+        )
+
+    def cursor(self, name: str) -> str | None:
+        """The last committed position of a source (e.g. a file offset)."""
+        return self._cursors.get(name)
+
+    # -- reading -----------------------------------------------------------
+
+    def status(self, run: str) -> Status:
+        """The run's status; looks first if trials arrived since the last look."""
+        state = self._run(run)
+        decision = self._decision(run)
+        totals = self._store.totals(run)
+        tables = state.tables
+        models = []
+        for name in decision.order:
+            table = tables[name]
+            low, high = table.interval(state.config.confidence, table.score_range)
+            models.append(
+                ModelStatus(
+                    model=name,
+                    mu=table.mu,
+                    sigma=table.sigma,
+                    lo=low,
+                    hi=high,
+                    trials=table.trial_count,
+                    rank=decision.ranks[name],
+                    group=decision.groups[name],
+                    needs_trials=name in decision.needs_trials,
+                    predicted_trials=decision.predicted_trials.get(name),
+                )
+            )
+        pairs = [
+            PairStatus(
+                a=pair.a,
+                b=pair.b,
+                z=pair.z if math.isfinite(pair.z) else 1e308,
+                rho=pair.rho,
+                resolved=pair.resolved,
+                unresolvable=pair.unresolvable,
+            )
+            for pair in decision.pairs
+        ]
+        return Status(
+            run=run,
+            rule=state.config.rule,
+            confidence=state.config.confidence,
+            stable=decision.stable,
+            trials=totals.trials,
+            duplicates=totals.duplicates,
+            corrections=totals.corrections,
+            rejected=totals.rejected,
+            question_count=state.question_count,
+            open=state.is_open,
+            models=models,
+            pairs=pairs,
+        )
+
+    def statuses(self) -> list[Status]:
+        return [self.status(run) for run in self.runs]
+
+    def next(self, run: str, budget: int) -> list[NextItem]:
+        """Which (model, question, trials) to run next with ``budget`` trials."""
+        if budget < 0:
+            raise ValueError(f"budget must be >= 0; got {budget}")
+        state = self._run(run)
+        decision = self._decision(run)
+        models = [name for name in decision.order if name in decision.needs_trials]
+        question_trials = {model: state.question_trials(model) for model in models}
+        return plan(
+            models, question_trials, budget, state.config.max_trials_per_question
+        )
+
+    def look(self, run: str | None = None) -> list[StoredEvent]:
+        """Recompute decisions now and fire new events."""
+        runs = [run] if run is not None else self.runs
+        for name in runs:
+            self._run(name)
+            self._dirty.add(name)
+        return self._look_dirty(self._clock(), force=True, only=runs)
+
+    def events_after(self, seq: int = 0, run: str | None = None) -> list[StoredEvent]:
+        """Fired events after sequence number ``seq`` (a resume point)."""
+        return self._store.events_after(seq, run)
+
+    def subscribe(self, listener: Callable[[StoredEvent], None]) -> None:
+        """Call ``listener`` with every event as it fires."""
+        self._listeners.append(listener)
+
+    # -- internals ---------------------------------------------------------
+
+    def _reload(self) -> None:
+        stored = self._store.load()
+        self._runs = {}
+        for run, config in stored.configs.items():
+            state = RunState(config, declared=run in stored.declared)
+            state.restore(stored.counts.get(run, {}))
+            self._runs[run] = state
+        self._fired = set(stored.fired)
+        self._cursors = dict(stored.cursors)
+        self._dirty = set(self._runs)
+
+    def _run(self, run: str) -> RunState:
+        state = self._runs.get(run)
+        if state is None:
+            raise UnknownRunError(run)
+        return state
+
+    def _run_for_event(self, run: str) -> RunState | None:
+        state = self._runs.get(run)
+        if state is not None:
+            return state
+        if any(existing.declared for existing in self._runs.values()):
+            return None
+        config = RunConfig(run=run)
+        self._store.save_config(config, declared=False)
+        state = self._runs[run] = RunState(config, declared=False)
+        return state
+
+    def _unknown_run_reason(self, run: str) -> str:
+        declared = ", ".join(sorted(r for r, s in self._runs.items() if s.declared))
+        return f"unknown run {run!r}; declared runs: {declared}"
+
+    def _decision(self, run: str) -> RunDecision:
+        if run in self._dirty or run not in self._decisions:
+            self._dirty.add(run)
+            self._look_dirty(self._clock(), force=True, only=[run])
+        return self._decisions[run]
+
+    def _look_dirty(
+        self, now: float, force: bool, only: Sequence[str] | None = None
+    ) -> list[StoredEvent]:
+        candidates = [
+            run for run in (only if only is not None else sorted(self._dirty))
+        ]
+        pending: list[PendingEvent] = []
+        for run in candidates:
+            if run not in self._dirty and run in self._decisions:
+                continue
+            if (
+                not force
+                and now - self._last_look.get(run, -math.inf) < self._look_interval_s
+            ):
+                continue
+            state = self._runs[run]
+            if self._store.is_shared:
+                state.restore(self._store.counts(run))
+            decision = decide(
+                state.standings(state.config.confidence),
+                state.config,
+                build_rule(state.config),
+            )
+            self._decisions[run] = decision
+            self._dirty.discard(run)
+            self._last_look[run] = now
+            trials = {name: table.trial_count for name, table in state.tables.items()}
+            pending.extend(
+                event
+                for event in pending_events(run, decision, trials, now)
+                if (event.run, event.kind, event.subject) not in self._fired
+            )
+        if not pending:
+            return []
+        fired = self._store.record_events(pending)
+        self._fired.update((event.run, event.kind, event.subject) for event in pending)
+        for stored in fired:
+            for listener in self._listeners:
+                listener(stored)
+        return fired
+
+
+def _validated_config(values: Mapping[str, object]) -> RunConfig:
+    try:
+        return RunConfig.model_validate(values)
+    except ValidationError as exc:
+        raise ConfigError(
+            f"invalid run config: {describe_validation_error(exc)}"
+        ) from exc
+
+
+def _trial(event: TrialEvent) -> Trial:
+    cost = event.cost
+    return Trial(
+        run=event.run,
+        model=event.model,
+        question=event.question,
+        trial=event.trial,
+        category=event.outcome,
+        prior=event.prior,
+        tokens=None if cost is None else cost.tokens,
+        seconds=None if cost is None else cost.seconds,
+        ts=event.ts if isinstance(event.ts, float | int) else None,
+    )
+
+
+def _event_rejection(
+    event: TrialEvent, reason: str, source: str, position: int | None
+) -> Rejection:
+    return Rejection(
+        reason=reason,
+        source=source,
+        position=position,
+        raw=event.model_dump_json(exclude_none=True),
+    )
+
+
+def _dead_letter(rejection: Rejection, run: str | None, now: float) -> DeadLetter:
+    return DeadLetter(
+        source=rejection.source,
+        reason=rejection.reason,
+        raw=rejection.raw,
+        run=run,
+        position=rejection.position,
+        received_s=now,
+    )

@@ -1,0 +1,220 @@
+"""The wire contract: trial events, run configs, statuses and next-trial plans.
+
+Field names follow DESIGN.md section 4 and are the contract shared by the CLI's
+``--json``, the HTTP API and MQTT. Question and trial ids may arrive as
+strings or integers; both become strings, so ``3`` and ``"3"`` name the same
+trial.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal, Self
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
+
+MAX_ID_LENGTH = 256
+
+
+def _id_text(value: object) -> object:
+    """Accept a string or an integer id (not a bool or float) as a string."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+Identifier = Annotated[
+    StrictStr, Field(min_length=1, max_length=MAX_ID_LENGTH, pattern=r"^[^\x00-\x1f]*$")
+]
+LooseIdentifier = Annotated[Identifier, BeforeValidator(_id_text)]
+
+RuleName = Literal["sequential", "paper"]
+TargetName = Literal["ranking", "top_k", "leader", "width"]
+
+
+class Cost(BaseModel):
+    """What one trial cost, for cost-aware allocation."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tokens: Annotated[StrictInt, Field(ge=0)] | None = None
+    seconds: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] | None = None
+
+
+class TrialEvent(BaseModel):
+    """One finished trial: ``(run, model, question, trial)`` and its outcome.
+
+    ``correct`` may stand for ``category`` in binary runs (true is 1). A
+    ``prior`` outcome counts toward the prior (the paper's R0), not the data.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    run: Identifier
+    model: Identifier
+    question: LooseIdentifier
+    trial: LooseIdentifier
+    category: Annotated[StrictInt, Field(ge=0)] | None = None
+    correct: StrictBool | None = None
+    prior: StrictBool = False
+    cost: Cost | None = None
+    ts: Annotated[float, Field(allow_inf_nan=False)] | StrictStr | None = None
+
+    @model_validator(mode="after")
+    def _one_outcome(self) -> Self:
+        if self.category is None and self.correct is None:
+            raise ValueError(
+                "needs an outcome: category (an integer) or correct (true/false)"
+            )
+        if (
+            self.category is not None
+            and self.correct is not None
+            and self.category != int(self.correct)
+        ):
+            raise ValueError("category and correct disagree")
+        return self
+
+    @property
+    def outcome(self) -> int:
+        """The category, with ``correct`` mapped to 1 (true) or 0 (false)."""
+        if self.category is not None:
+            return self.category
+        return int(bool(self.correct))
+
+
+class RunConfig(BaseModel):
+    """A run's declaration (TOML top-level keys or a ``[[runs]]`` table).
+
+    With ``questions``, an event naming another question is rejected; with
+    ``question_count``, ids are free but a distinct id beyond the count is
+    rejected; with neither, the run is open (``M`` = questions seen).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run: Identifier
+    weights: list[float] = Field(default_factory=lambda: [0.0, 1.0], min_length=2)
+    labels: list[str] | None = None
+    questions: list[LooseIdentifier] | None = None
+    question_count: Annotated[StrictInt, Field(ge=1)] | None = None
+    models: list[Identifier] | None = None
+    confidence: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.95
+    rule: RuleName = "sequential"
+    target: TargetName = "ranking"
+    top_k: Annotated[StrictInt, Field(ge=1)] | None = None
+    interval_width: Annotated[float, Field(gt=0.0)] | None = None
+    min_trials_per_question: Annotated[StrictInt, Field(ge=0)] = 0
+    max_trials_per_question: Annotated[StrictInt, Field(ge=1)] | None = None
+
+    @field_validator("weights")
+    @classmethod
+    def _finite_weights(cls, weights: list[float]) -> list[float]:
+        if not all(math.isfinite(w) for w in weights):
+            raise ValueError(f"weights must be finite numbers; got {weights}")
+        return weights
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.questions is not None and self.question_count is not None:
+            raise ValueError("give questions or question_count, not both")
+        if self.questions is not None and len(set(self.questions)) != len(
+            self.questions
+        ):
+            raise ValueError("questions must be distinct")
+        if self.labels is not None and len(self.labels) != len(self.weights):
+            raise ValueError(
+                f"labels must name every category: {len(self.weights)} weights, "
+                f"{len(self.labels)} labels"
+            )
+        if self.models is not None and len(set(self.models)) != len(self.models):
+            raise ValueError("models must be distinct")
+        if self.target == "top_k" and self.top_k is None:
+            raise ValueError("target top_k needs top_k = <number of models>")
+        if self.target == "width" and self.interval_width is None:
+            raise ValueError(
+                "target width needs interval_width = <credible interval width>"
+            )
+        if (
+            self.max_trials_per_question is not None
+            and self.min_trials_per_question > self.max_trials_per_question
+        ):
+            raise ValueError("min_trials_per_question exceeds max_trials_per_question")
+        return self
+
+    @property
+    def declared_question_count(self) -> int | None:
+        """``M`` when declared (by list or count), ``None`` for an open run."""
+        if self.questions is not None:
+            return len(self.questions)
+        return self.question_count
+
+
+class ModelStatus(BaseModel):
+    """One model's standing in a run."""
+
+    model: str
+    mu: float
+    sigma: float
+    lo: float
+    hi: float
+    trials: int
+    rank: int
+    group: int
+    needs_trials: bool
+    predicted_trials: int | None
+
+
+class PairStatus(BaseModel):
+    """Two models adjacent in the current order (``a`` above ``b``)."""
+
+    a: str
+    b: str
+    z: float
+    rho: float
+    resolved: bool
+    unresolvable: bool
+
+
+class Status(BaseModel):
+    """A run's status: what the CLI prints, HTTP serves and MQTT publishes."""
+
+    run: str
+    rule: RuleName
+    confidence: float
+    stable: bool
+    trials: int
+    duplicates: int
+    corrections: int
+    rejected: int
+    question_count: int
+    open: bool
+    models: list[ModelStatus]
+    pairs: list[PairStatus]
+
+
+class NextItem(BaseModel):
+    """Run ``trials`` more trials of ``model`` on ``question``."""
+
+    model: str
+    question: str
+    trials: int
+
+
+class Rejection(BaseModel):
+    """An input that was not counted, and why; ``run`` when it named one."""
+
+    reason: str
+    source: str = ""
+    position: int | None = None
+    raw: str = ""
+    run: str | None = None

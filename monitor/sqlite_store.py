@@ -1,0 +1,354 @@
+"""The embedded durable store: SQLite in WAL mode, the default behind a path.
+
+Every :meth:`SqliteStore.apply` is one transaction holding the batch's new
+and corrected trials, the run totals, dead letters and the source cursor; it
+returns only after COMMIT (``synchronous=FULL`` by default: durable across a
+power loss, not just a crash). A restart reads the trial table back and
+rebuilds the exactly-once index and the counts.
+
+SQLite comes with Python, so this store lives beside the in-memory one in
+``monitor`` (``Monitor(state=path)`` needs it) rather than in ``adapters``,
+which holds the third-party systems. One process writes a state file at a
+time (a lock file enforces it); any number may open it read-only.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Literal
+
+from monitor.errors import StoreError
+from monitor.schema import RunConfig
+from monitor.store import (
+    Batch,
+    DeadLetter,
+    LocalCounts,
+    ModelCounts,
+    PendingEvent,
+    RunTotals,
+    StoredEvent,
+    StoredState,
+    Trial,
+)
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run TEXT PRIMARY KEY, config TEXT NOT NULL, declared INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS trials (
+    run TEXT NOT NULL, model TEXT NOT NULL, question TEXT NOT NULL,
+    trial TEXT NOT NULL, prior INTEGER NOT NULL, category INTEGER NOT NULL,
+    tokens INTEGER, seconds REAL, ts REAL,
+    PRIMARY KEY (run, model, question, trial, prior)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS totals (
+    run TEXT PRIMARY KEY, trials INTEGER NOT NULL, duplicates INTEGER NOT NULL,
+    corrections INTEGER NOT NULL, rejected INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS dead_letters (
+    id INTEGER PRIMARY KEY, run TEXT, source TEXT NOT NULL, position INTEGER,
+    reason TEXT NOT NULL, raw TEXT NOT NULL, received_s REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, run TEXT NOT NULL, kind TEXT NOT NULL,
+    subject TEXT NOT NULL, payload TEXT NOT NULL, ts REAL NOT NULL,
+    UNIQUE (run, kind, subject));
+CREATE TABLE IF NOT EXISTS cursors (name TEXT PRIMARY KEY, position TEXT NOT NULL);
+"""
+_UPSERT_TRIAL = """
+INSERT INTO trials (run, model, question, trial, prior, category, tokens, seconds, ts)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (run, model, question, trial, prior)
+DO UPDATE SET category = excluded.category, ts = excluded.ts
+"""
+
+
+class SqliteStore:
+    """Durable single-writer store in one SQLite file.
+
+    Args:
+        path: The state file (created with its directory if missing).
+        read_only: Open for reading while another process writes.
+        synchronous: ``FULL`` survives power loss; ``NORMAL`` only crashes.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        read_only: bool = False,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+    ) -> None:
+        self._path = Path(path)
+        self._read_only = read_only
+        self._local = LocalCounts()
+        self._lock_handle: int | None = None
+        try:
+            if read_only:
+                if not self._path.exists():
+                    raise StoreError(f"no state file at {self._path}")
+                self._db = sqlite3.connect(
+                    f"file:{self._path}?mode=ro", uri=True, check_same_thread=False
+                )
+            else:
+                self._path.parent.mkdir(parents=True, exist_ok=True)
+                self._lock()
+                self._db = sqlite3.connect(
+                    self._path, isolation_level=None, check_same_thread=False
+                )
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute(f"PRAGMA synchronous={synchronous}")
+                self._db.executescript(_SCHEMA)
+                self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            self._db.execute("PRAGMA busy_timeout=5000")
+        except sqlite3.Error as exc:
+            self._unlock()
+            raise StoreError(f"cannot open state file {self._path}: {exc}") from exc
+
+    @property
+    def is_shared(self) -> bool:
+        return False
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def load(self) -> StoredState:
+        try:
+            return self._load()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read state file {self._path}: {exc}") from exc
+
+    def save_config(self, config: RunConfig, declared: bool = True) -> None:
+        self._local.configure(config.run, len(config.weights))
+        if self._read_only:
+            return
+        self._write(
+            lambda db: db.execute(
+                "INSERT OR REPLACE INTO runs (run, config, declared) VALUES (?, ?, ?)",
+                (config.run, config.model_dump_json(), int(declared)),
+            )
+        )
+
+    def apply(self, batch: Batch) -> list[int]:
+        if self._read_only:
+            raise StoreError(f"state file {self._path} is open read-only")
+        previous, undo = self._local.classify(batch)
+        changed = [
+            _trial_row(trial)
+            for trial, before in zip(batch.trials, previous, strict=True)
+            if before != trial.category
+        ]
+        runs = {trial.run for trial in batch.trials} | {
+            letter.run for letter in batch.dead_letters if letter.run is not None
+        }
+
+        def write(db: sqlite3.Connection) -> None:
+            if changed:
+                db.executemany(_UPSERT_TRIAL, changed)
+            db.executemany(
+                "INSERT OR REPLACE INTO totals VALUES (?, ?, ?, ?, ?)",
+                [
+                    _totals_row(run, self._local.totals.get(run, RunTotals()))
+                    for run in runs
+                ],
+            )
+            if batch.dead_letters:
+                db.executemany(
+                    "INSERT INTO dead_letters (run, source, position, reason, raw, "
+                    "received_s) VALUES (?, ?, ?, ?, ?, ?)",
+                    [
+                        (d.run, d.source, d.position, d.reason, d.raw, d.received_s)
+                        for d in batch.dead_letters
+                    ],
+                )
+            if batch.cursor is not None:
+                db.execute("INSERT OR REPLACE INTO cursors VALUES (?, ?)", batch.cursor)
+
+        try:
+            self._write(write)
+        except StoreError:
+            self._local.rollback(batch, undo)
+            raise
+        return previous
+
+    def totals(self, run: str) -> RunTotals:
+        return self._local.totals.get(run, RunTotals())
+
+    def counts(self, run: str) -> dict[str, ModelCounts]:
+        return dict(self._local.counts.get(run, {}))
+
+    def record_events(self, events: Sequence[PendingEvent]) -> list[StoredEvent]:
+        if self._read_only or not events:
+            return []
+        fired: list[StoredEvent] = []
+
+        def write(db: sqlite3.Connection) -> None:
+            fired.clear()
+            for event in events:
+                cursor = db.execute(
+                    "INSERT OR IGNORE INTO events (run, kind, subject, payload, ts) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (
+                        event.run,
+                        event.kind,
+                        event.subject,
+                        json.dumps(event.payload),
+                        event.ts,
+                    ),
+                )
+                if cursor.rowcount == 1 and cursor.lastrowid is not None:
+                    fired.append(
+                        StoredEvent(
+                            seq=cursor.lastrowid,
+                            run=event.run,
+                            kind=event.kind,
+                            subject=event.subject,
+                            payload=event.payload,
+                            ts=event.ts,
+                        )
+                    )
+
+        self._write(write)
+        return fired
+
+    def events_after(
+        self, seq: int, run: str | None = None, limit: int = 1000
+    ) -> list[StoredEvent]:
+        query = "SELECT seq, run, kind, subject, payload, ts FROM events WHERE seq > ?"
+        parameters: list[object] = [seq]
+        if run is not None:
+            query += " AND run = ?"
+            parameters.append(run)
+        query += " ORDER BY seq LIMIT ?"
+        parameters.append(limit)
+        try:
+            rows = self._db.execute(query, parameters).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read events: {exc}") from exc
+        return [
+            StoredEvent(
+                seq=r[0],
+                run=r[1],
+                kind=r[2],
+                subject=r[3],
+                payload=json.loads(r[4]),
+                ts=r[5],
+            )
+            for r in rows
+        ]
+
+    def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        try:
+            rows = self._db.execute(
+                "SELECT source, reason, raw, run, position, received_s "
+                "FROM dead_letters ORDER BY id DESC LIMIT ?",
+                (limit,),
+            ).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read dead letters: {exc}") from exc
+        return [DeadLetter(*row) for row in reversed(rows)]
+
+    def close(self) -> None:
+        try:
+            self._db.close()
+        finally:
+            self._unlock()
+
+    # -- internals -----------------------------------------------------------
+
+    def _write(self, work: Callable[[sqlite3.Connection], object]) -> None:
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                work(self._db)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot write state file {self._path}: {exc}") from exc
+
+    def _load(self) -> StoredState:
+        db = self._db
+        state = StoredState()
+        for run, config_json, declared in db.execute(
+            "SELECT run, config, declared FROM runs"
+        ):
+            config = RunConfig.model_validate_json(config_json)
+            state.configs[run] = config
+            if declared:
+                state.declared.add(run)
+            self._local.configure(run, len(config.weights))
+        trials = [
+            Trial(
+                run=row[0],
+                model=row[1],
+                question=row[2],
+                trial=row[3],
+                prior=bool(row[4]),
+                category=row[5],
+                tokens=row[6],
+                seconds=row[7],
+                ts=row[8],
+            )
+            for row in db.execute(
+                "SELECT run, model, question, trial, prior, category, tokens, "
+                "seconds, ts FROM trials"
+            )
+        ]
+        self._local.classify(Batch(trials))
+        for run, trials_total, duplicates, corrections, rejected in db.execute(
+            "SELECT run, trials, duplicates, corrections, rejected FROM totals"
+        ):
+            self._local.totals[run] = RunTotals(
+                trials_total, duplicates, corrections, rejected
+            )
+        state.counts = {run: dict(models) for run, models in self._local.counts.items()}
+        state.totals = dict(self._local.totals)
+        state.fired = {
+            (run, kind, subject)
+            for run, kind, subject in db.execute(
+                "SELECT run, kind, subject FROM events"
+            )
+        }
+        state.cursors = dict(
+            db.execute("SELECT name, position FROM cursors").fetchall()
+        )
+        return state
+
+    def _lock(self) -> None:
+        handle = os.open(f"{self._path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            os.close(handle)
+            raise StoreError(
+                f"state file {self._path} is being written by another process"
+            ) from exc
+        self._lock_handle = handle
+
+    def _unlock(self) -> None:
+        if self._lock_handle is not None:
+            os.close(self._lock_handle)
+            self._lock_handle = None
+
+
+def _trial_row(trial: Trial) -> tuple[object, ...]:
+    return (
+        trial.run,
+        trial.model,
+        trial.question,
+        trial.trial,
+        int(trial.prior),
+        trial.category,
+        trial.tokens,
+        trial.seconds,
+        trial.ts,
+    )
+
+
+def _totals_row(run: str, totals: RunTotals) -> tuple[object, ...]:
+    return (run, totals.trials, totals.duplicates, totals.corrections, totals.rejected)

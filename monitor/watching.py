@@ -1,0 +1,75 @@
+"""The ``watch`` loop: JSON lines from a source into the engine, batch by batch.
+
+Each batch is parsed line by line (a line holds one event or an array of
+them), counted in one engine call, and committed together with the source's
+cursor, so a restarted watch resumes after the last committed line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from monitor.engine import IngestReport, Monitor
+from monitor.interfaces import LineSource
+from monitor.parsing import MAX_PAYLOAD_BYTES, Parsed, parse_payload
+from monitor.schema import Rejection
+
+
+@dataclass(slots=True)
+class WatchTotals:
+    """What a watch session read and counted."""
+
+    lines: int = 0
+    accepted: int = 0
+    duplicates: int = 0
+    corrections: int = 0
+    rejected: int = 0
+
+    @property
+    def valid(self) -> int:
+        """Inputs that were valid trials (new, repeated or corrected)."""
+        return self.accepted + self.duplicates + self.corrections
+
+
+def watch(
+    monitor: Monitor,
+    source: LineSource,
+    on_report: Callable[[IngestReport], None] = lambda report: None,
+    max_line_bytes: int = MAX_PAYLOAD_BYTES,
+) -> WatchTotals:
+    """Ingest every batch the source yields until it ends or is stopped."""
+    totals = WatchTotals()
+    for lines, cursor in source.batches():
+        parsed: list[Parsed] = []
+        positions: list[int | None] = []
+        for line in lines:
+            if line.too_long:
+                items: list[Parsed] = [
+                    Rejection(
+                        reason=f"line of {line.too_long} bytes exceeds the limit of "
+                        f"{max_line_bytes}",
+                        source=source.name,
+                        position=line.number,
+                        raw=f"({line.too_long} bytes, not kept)",
+                    )
+                ]
+            else:
+                items = parse_payload(
+                    line.data, source.name, line.number, max_line_bytes
+                )
+            parsed.extend(items)
+            positions.extend([line.number] * len(items))
+        report = monitor.ingest_parsed(
+            parsed,
+            source=source.name,
+            positions=positions,
+            cursor=None if cursor is None else (source.name, cursor),
+        )
+        totals.lines += len(lines)
+        totals.accepted += report.accepted
+        totals.duplicates += report.duplicates
+        totals.corrections += report.corrections
+        totals.rejected += len(report.rejected)
+        on_report(report)
+    return totals
