@@ -16,14 +16,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from monitor.schema import RunConfig
-from scorio_core import ranking_confidence, z_score
+from scorio_core import ranking_confidence
 from scorio_core.stopping import (
     BoundaryState,
+    ConfidenceSequenceRule,
     PaperRule,
+    SequentialRule,
     StoppingRule,
-    pair_information,
+    pair_information_matrix,
     resolve_boundaries,
 )
 
@@ -80,8 +83,18 @@ class RunDecision:
 
 
 def build_rule(config: RunConfig) -> StoppingRule:
-    """The stopping rule a run's config asks for."""
-    return PaperRule.from_confidence(config.confidence, config.max_trials_per_question)
+    """The stopping rule a run's config asks for.
+
+    ``sequential`` (the default) is the error-controlled boundary: against
+    the budget when ``max_trials_per_question`` is set, else a confidence
+    sequence. ``paper`` is the paper's one-look rule, shown for reference.
+    """
+    budget = config.max_trials_per_question
+    if config.rule == "paper":
+        return PaperRule.from_confidence(config.confidence, budget)
+    if budget is None:
+        return ConfidenceSequenceRule.from_confidence(config.confidence)
+    return SequentialRule.from_confidence(config.confidence, budget)
 
 
 def decide(
@@ -90,35 +103,30 @@ def decide(
     """Order, group and classify a run's models under ``rule``."""
     ordered = sorted(standings, key=lambda s: (-s.mu, s.model))
     names = tuple(s.model for s in ordered)
+    size = len(ordered)
     cap = config.max_trials_per_question
     has_budget = {s.model: cap is None or s.least_sampled < cap for s in ordered}
-    below_minimum = {
-        s.model: s.least_sampled < config.min_trials_per_question for s in ordered
-    }
-    size = len(ordered)
-    z = np.zeros((size, size))
-    information = np.zeros((size, size))
-    settled = np.zeros((size, size), dtype=bool)
-    futile = np.zeros((size, size), dtype=bool)
-    margin = np.zeros((size, size))
-    for i in range(size):
-        for j in range(i + 1, size):
-            upper, lower = ordered[i], ordered[j]
-            pair_z = z_score(upper.mu, upper.sigma, lower.mu, lower.sigma)
-            t = pair_information(
-                upper.per_question,
-                upper.trial_variance,
-                lower.per_question,
-                lower.trial_variance,
-            )
-            threshold = rule.threshold(t)
-            z[i, j], information[i, j] = pair_z, t
-            settled[i, j] = t > 0.0 and pair_z >= threshold
-            futile[i, j] = not settled[i, j] and rule.is_futile(pair_z, t)
-            margin[i, j] = pair_z - threshold
-    boundaries = resolve_boundaries(settled, margin)
+    mu = np.array([s.mu for s in ordered])
+    sigma = np.array([s.sigma for s in ordered])
+    z = _z_matrix(mu, sigma)
+    information = pair_information_matrix(
+        np.array([s.per_question for s in ordered]),
+        np.array([s.trial_variance for s in ordered]),
+    )
+    thresholds = rule.thresholds(information)
+    settled = (information > 0.0) & (z >= thresholds)
+    futile = ~settled & rule.futile(z, information)
+    with np.errstate(invalid="ignore"):
+        margin = np.where(np.isfinite(thresholds), z - thresholds, -np.inf)
+    boundaries = resolve_boundaries(settled, margin, futile)
     unresolvable = [
-        _is_unresolvable(boundary, futile, names, has_budget) for boundary in boundaries
+        boundary.futile
+        or (
+            not boundary.resolved
+            and not has_budget[names[boundary.weakest[0]]]
+            and not has_budget[names[boundary.weakest[1]]]
+        )
+        for boundary in boundaries
     ]
     targets = _target_boundaries(config, size)
 
@@ -127,40 +135,39 @@ def decide(
         if position and boundaries[position - 1].resolved:
             group += 1
         groups[name] = group
-    means = np.array([s.mu for s in ordered])
     ranks = {
-        name: 1 + int(np.sum(means > means[position]))
-        for position, name in enumerate(names)
+        name: 1 + int(np.sum(mu > mu[position])) for position, name in enumerate(names)
     }
 
     needs: set[str] = set()
     predicted: dict[str, int | None] = {}
+
+    def predict(name: str, extra: int | None) -> None:
+        previous = predicted.get(name, 0)
+        predicted[name] = (
+            None if extra is None or previous is None else max(previous, extra)
+        )
+
     for index in targets:
         boundary = boundaries[index]
         if boundary.resolved or unresolvable[index]:
             continue
         i, j = boundary.weakest
-        forecast = rule.forecast(float(z[i, j]), float(information[i, j]))
+        t = float(information[i, j])
+        forecast = rule.forecast(float(z[i, j]), t)
         for position in (i, j):
             standing = ordered[position]
-            if not has_budget[standing.model]:
-                continue
-            needs.add(standing.model)
-            extra = _extra_trials(standing, forecast, float(information[i, j]), cap)
-            previous = predicted.get(standing.model, 0)
-            predicted[standing.model] = (
-                None if extra is None or previous is None else max(previous, extra)
-            )
+            if has_budget[standing.model]:
+                needs.add(standing.model)
+                predict(standing.model, _extra_trials(standing, forecast, t, cap))
     for standing in ordered:
         name = standing.model
-        if below_minimum[name] and has_budget[name]:
+        minimum = config.min_trials_per_question
+        if standing.least_sampled < minimum and has_budget[name]:
             needs.add(name)
-            floor = (
-                config.min_trials_per_question - standing.per_question
-            ) * standing.question_count
-            current = predicted.get(name, 0)
-            predicted[name] = (
-                None if current is None else max(current, math.ceil(floor))
+            predict(
+                name,
+                math.ceil((minimum - standing.per_question) * standing.question_count),
             )
         width = config.interval_width
         if (
@@ -170,22 +177,30 @@ def decide(
             and has_budget[name]
         ):
             needs.add(name)
-            predicted[name] = _width_trials(standing, width, cap)
+            predict(name, _width_trials(standing, width, cap))
         predicted.setdefault(name, 0)
 
     open_targets = [
         i for i in targets if not boundaries[i].resolved and not unresolvable[i]
     ]
     settled_around = _settled_around(names, groups, boundaries, unresolvable, targets)
+    # Nothing is final while the field is incomplete: a ranking needs two
+    # models with trials, and every declared model present.
+    started = {s.model for s in ordered if s.trials > 0}
+    complete = (config.target == "width" or len(started) >= 2) and (
+        config.models is None or set(config.models) <= started
+    )
     done = frozenset(
         name
         for name in names
-        if name not in needs and (settled_around[name] or not has_budget[name])
+        if complete
+        and name not in needs
+        and (settled_around[name] or not has_budget[name])
     )
     exhausted = frozenset(
         names[position]
-        for index in range(len(boundaries))
-        if index in targets and not boundaries[index].resolved
+        for index in targets
+        if not boundaries[index].resolved
         for position in boundaries[index].weakest
         if not has_budget[names[position]]
     )
@@ -209,23 +224,19 @@ def decide(
         predicted_trials=predicted,
         done=done,
         exhausted=exhausted,
-        stable=size > 0 and not open_targets and not needs,
+        stable=complete and not open_targets and not needs,
     )
 
 
-def _is_unresolvable(
-    boundary: BoundaryState,
-    futile: np.ndarray,
-    names: tuple[str, ...],
-    has_budget: dict[str, bool],
-) -> bool:
-    if boundary.resolved:
-        return False
-    above, below = slice(0, boundary.index + 1), slice(boundary.index + 1, len(names))
-    if bool(futile[above, below].any()):
-        return True
-    i, j = boundary.weakest
-    return not has_budget[names[i]] and not has_budget[names[j]]
+def _z_matrix(
+    mu: NDArray[np.float64], sigma: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """|mu_i - mu_j| / sqrt(sigma_i^2 + sigma_j^2); inf (or 0) when both are exact."""
+    gap = np.abs(mu[:, None] - mu[None, :])
+    spread = np.hypot(sigma[:, None], sigma[None, :])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = gap / spread
+    return np.asarray(np.where(spread > 0.0, z, np.where(gap > 0.0, np.inf, 0.0)))
 
 
 def _target_boundaries(config: RunConfig, size: int) -> list[int]:

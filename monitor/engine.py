@@ -10,6 +10,7 @@ ingest call (at most every ``look_interval_s``) and on every status or plan.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -17,10 +18,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
+import numpy as np
+from numpy.typing import ArrayLike
 from pydantic import ValidationError
 
 from monitor.allocation import plan
-from monitor.decisions import RunDecision, build_rule, decide
+from monitor.decisions import RunDecision, decide
 from monitor.errors import ConfigError, UnknownRunError
 from monitor.events import pending_events
 from monitor.interfaces import Store
@@ -47,7 +50,7 @@ from monitor.store import (
     MemoryStore,
     PendingEvent,
     StoredEvent,
-    Trial,
+    TrialBatch,
 )
 
 EventInput = Mapping[str, object] | TrialEvent
@@ -72,7 +75,7 @@ class Monitor:
             SQLite store (created if missing), or any :class:`Store`.
         clock: Seconds since the epoch; injectable for tests.
         look_interval_s: Minimum time between looks triggered by ingestion
-            (statuses and plans always look). 0 looks after every call.
+            (statuses and plans always look); 0 looks after every call.
 
     Examples:
         >>> monitor = Monitor()
@@ -89,7 +92,7 @@ class Monitor:
         state: Store | str | os.PathLike[str] | None = None,
         *,
         clock: Callable[[], float] = time.time,
-        look_interval_s: float = 0.0,
+        look_interval_s: float = 0.05,
     ) -> None:
         if state is None:
             self._store: Store = MemoryStore()
@@ -209,7 +212,7 @@ class Monitor:
         """
         where = list(positions) if positions is not None else [None] * len(items)
         now = self._clock()
-        trials: list[Trial] = []
+        batches: dict[str, TrialBatch] = {}
         letters: list[DeadLetter] = []
         rejections: list[Rejection] = []
         new_questions: dict[str, set[str]] = {}
@@ -225,33 +228,130 @@ class Monitor:
                 letters.append(_dead_letter(item, known, now))
                 continue
             state = self._run_for_event(item.run)
-            if state is None:
-                reason = self._unknown_run_reason(item.run)
-                rejection = _event_rejection(item, reason, source, position)
-                rejections.append(rejection)
-                letters.append(_dead_letter(rejection, None, now))
-                continue
-            problem = state.rejection(item, new_questions.setdefault(item.run, set()))
+            problem = (
+                self._unknown_run_reason(item.run)
+                if state is None
+                else state.rejection(item, new_questions.setdefault(item.run, set()))
+            )
             if problem is not None:
                 rejection = _event_rejection(item, problem, source, position)
                 rejections.append(rejection)
-                letters.append(_dead_letter(rejection, item.run, now))
+                letters.append(
+                    _dead_letter(rejection, None if state is None else item.run, now)
+                )
                 continue
-            trials.append(_trial(item))
-        previous_categories = self._store.apply(Batch(trials, letters, cursor))
+            batch = batches.get(item.run)
+            if batch is None:
+                batch = batches[item.run] = TrialBatch(item.run)
+            cost = item.cost
+            batch.append(
+                item.model,
+                item.question,
+                item.trial,
+                item.outcome,
+                item.prior,
+                None if cost is None else cost.tokens,
+                None if cost is None else cost.seconds,
+                item.ts if isinstance(item.ts, float | int) else None,
+            )
+        return self._commit(list(batches.values()), letters, rejections, cursor, now)
+
+    def ingest_columns(
+        self,
+        run: str,
+        model: Sequence[str],
+        question: Sequence[str | int],
+        trial: Sequence[str | int],
+        category: ArrayLike,
+        *,
+        prior: ArrayLike | None = None,
+    ) -> IngestReport:
+        """Count a batch of one run given as columns: the fast bulk path.
+
+        Validation is by column (types, category range, declared models and
+        questions); a bad column rejects the whole call with ``ValueError``,
+        a bad row is dead-lettered like any other rejected input.
+        """
+        state = self._run_for_event(run)
+        if state is None:
+            raise UnknownRunError(run)
+        size = len(model)
+        categories = np.asarray(category)
+        if (
+            not (len(question) == len(trial) == categories.shape[0] == size)
+            or categories.ndim != 1
+        ):
+            raise ValueError(
+                "model, question, trial and category must be columns of one length"
+            )
+        if size and not np.issubdtype(categories.dtype, np.integer):
+            raise ValueError(
+                f"category must hold integers; got dtype {categories.dtype}"
+            )
+        priors = (
+            np.zeros(size, dtype=bool)
+            if prior is None
+            else np.asarray(prior, dtype=bool).reshape(size)
+        )
+        batch = TrialBatch(
+            run,
+            model=[str(value) for value in model],
+            question=[str(value) for value in question],
+            trial=[str(value) for value in trial],
+            category=categories.astype(np.int64).tolist(),
+            prior=priors.tolist(),
+            tokens=[None] * size,
+            seconds=[None] * size,
+            ts=[None] * size,
+        )
+        now = self._clock()
+        bad = state.column_problems(batch)
+        letters = [
+            DeadLetter(
+                source="columns",
+                reason=reason,
+                raw=_row_text(batch, index),
+                run=run,
+                position=index,
+                received_s=now,
+            )
+            for index, reason in bad
+        ]
+        if bad:
+            batch = batch.without({index for index, _ in bad})
+        rejections = [
+            Rejection(
+                reason=letter.reason,
+                source="columns",
+                position=letter.position,
+                raw=letter.raw,
+                run=run,
+            )
+            for letter in letters
+        ]
+        return self._commit([batch], letters, rejections, None, now)
+
+    def _commit(
+        self,
+        batches: list[TrialBatch],
+        letters: list[DeadLetter],
+        rejections: list[Rejection],
+        cursor: tuple[str, str] | None,
+        now: float,
+    ) -> IngestReport:
+        previous_lists = self._store.apply(Batch(batches, letters, cursor))
         accepted = duplicates = corrections = 0
-        for trial, previous in zip(trials, previous_categories, strict=True):
-            self._runs[trial.run].apply(trial, previous)
-            if previous == trial.category:
-                duplicates += 1
-            elif previous < 0:
-                accepted += 1
-            else:
-                corrections += 1
-            self._dirty.add(trial.run)
-        for letter in letters:
-            if letter.run is not None:
-                self._dirty.add(letter.run)
+        for batch, previous in zip(batches, previous_lists, strict=True):
+            self._runs[batch.run].apply(batch, previous)
+            for category, before in zip(batch.category, previous, strict=True):
+                if before == category:
+                    duplicates += 1
+                elif before < 0:
+                    accepted += 1
+                else:
+                    corrections += 1
+            self._dirty.add(batch.run)
+        self._dirty.update(letter.run for letter in letters if letter.run is not None)
         if cursor is not None:
             self._cursors[cursor[0]] = cursor[1]
         fired = self._look_dirty(now, force=False)
@@ -411,7 +511,7 @@ class Monitor:
             decision = decide(
                 state.standings(state.config.confidence),
                 state.config,
-                build_rule(state.config),
+                state.rule,
             )
             self._decisions[run] = decision
             self._dirty.discard(run)
@@ -441,18 +541,16 @@ def _validated_config(values: Mapping[str, object]) -> RunConfig:
         ) from exc
 
 
-def _trial(event: TrialEvent) -> Trial:
-    cost = event.cost
-    return Trial(
-        run=event.run,
-        model=event.model,
-        question=event.question,
-        trial=event.trial,
-        category=event.outcome,
-        prior=event.prior,
-        tokens=None if cost is None else cost.tokens,
-        seconds=None if cost is None else cost.seconds,
-        ts=event.ts if isinstance(event.ts, float | int) else None,
+def _row_text(batch: TrialBatch, index: int) -> str:
+    return json.dumps(
+        {
+            "run": batch.run,
+            "model": batch.model[index],
+            "question": batch.question[index],
+            "trial": batch.trial[index],
+            "category": batch.category[index],
+            "prior": batch.prior[index],
+        }
     )
 
 

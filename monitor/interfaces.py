@@ -63,13 +63,14 @@ class Store(Protocol):
         """Persist a run's configuration; ``declared`` unless auto-created."""
         ...
 
-    def apply(self, batch: Batch) -> list[int]:
+    def apply(self, batch: Batch) -> list[list[int]]:
         """Classify and persist a batch atomically; previous category per trial.
 
-        Returns one entry per trial: ``NEW`` (-1) for a trial not seen
-        before, else the category it had (equal: a duplicate; different: a
-        correction). Durable when it returns; raises StoreError otherwise,
-        with nothing applied.
+        Returns, for each of the batch's trial batches, one entry per trial:
+        ``NEW`` (-1) for a trial not seen before, else the category it had
+        (equal: a duplicate; different: a correction; a repeat inside the
+        batch is compared with the delivery before it). Durable when it
+        returns; raises StoreError otherwise, with nothing applied.
         """
         ...
 

@@ -1,111 +1,196 @@
 """The exactly-once index of trials kept by the embedded stores.
 
 A trial is identified by ``(model, question, trial)`` within a run, in two
-namespaces (observed and prior outcomes). :meth:`Ledger.record` stores a
-trial's category and returns what was there before, which is all the engine
-needs: nothing (a new trial), the same category (a duplicate delivery) or
+namespaces (observed and prior outcomes). Recording a trial stores its
+category and returns what was there before, which is all the engine needs:
+nothing (``NEW``: a new trial), the same category (a duplicate delivery) or
 another one (a correction).
 
-Memory: trial ids that are small canonical integers ("0", "17") with a
-category below 255 index a ``bytearray`` per (model, question), one byte per
-trial; anything else falls back to a dict. Fifty models x 1,000 questions x
-80 trials take a few MB.
+Layout: per (model, namespace) a grid of categories, one row per question
+and one column per distinct trial id (ids are strings; "0".."79" become 80
+columns shared by all questions), ``-1`` where no trial was seen. Fifty
+models x 1,000 questions x 80 trials take 8 MB. A model whose trial ids are
+all distinct (say UUIDs) would grow a column per trial, so past
+``MAX_COLUMNS`` further ids go to a dict instead.
+
+Batches are classified with NumPy in one pass, with the same answers a
+trial-by-trial loop gives: within a batch, a repeat is compared with the
+delivery before it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from typing import Final
 
+import numpy as np
+from numpy.typing import NDArray
+
 NEW: Final = -1
-_EMPTY: Final = 255
-_DENSE_LIMIT: Final = 1 << 16
+MAX_COLUMNS: Final = 4096
 
 
-class _Slots:
-    """Categories of one (model, question, namespace), keyed by trial id."""
+class TrialGrid:
+    """Categories of one model's trials in one namespace."""
 
-    __slots__ = ("dense", "sparse")
-
-    def __init__(self) -> None:
-        self.dense = bytearray()
-        self.sparse: dict[str, int] = {}
-
-
-class Ledger:
-    """Trial -> category map of one run, answering "seen before?" in O(1)."""
-
-    __slots__ = ("_size", "_slots")
+    __slots__ = ("_cells", "_columns", "_overflow", "_rows", "_size")
 
     def __init__(self) -> None:
-        self._slots: dict[tuple[str, str, bool], _Slots] = {}
+        self._rows: dict[str, int] = {}
+        self._columns: dict[str, int] = {}
+        self._cells = np.full((8, 8), NEW, dtype=np.int16)
+        self._overflow: dict[tuple[str, str], int] = {}
         self._size = 0
 
     def __len__(self) -> int:
-        """Distinct trials recorded (observed and prior)."""
+        """Distinct trials recorded."""
         return self._size
+
+    def record(self, question: str, trial: str, category: int) -> int:
+        """Set one trial's category; return the previous one or ``NEW``."""
+        row, column = self._cell(question, trial)
+        if column < 0:
+            previous = self._overflow.get((question, trial), NEW)
+            self._overflow[(question, trial)] = category
+        else:
+            previous = int(self._cells[row, column])
+            self._cells[row, column] = category
+        if previous == NEW:
+            self._size += 1
+        return previous
+
+    def restore(self, question: str, trial: str, category: int) -> None:
+        """Put back a previous value (``NEW`` erases) after a failed commit."""
+        row, column = self._cell(question, trial)
+        if column < 0:
+            previous = self._overflow.pop((question, trial), NEW)
+            if category != NEW:
+                self._overflow[(question, trial)] = category
+        else:
+            previous = int(self._cells[row, column])
+            self._cells[row, column] = category
+        self._size += (category != NEW) - (previous != NEW)
+
+    def record_many(
+        self,
+        questions: Sequence[str],
+        trials: Sequence[str],
+        categories: NDArray[np.int64],
+    ) -> NDArray[np.int64]:
+        """Record a batch in order; previous category (or ``NEW``) per trial."""
+        cells = [self._cell(q, t) for q, t in zip(questions, trials, strict=True)]
+        rows = np.fromiter(
+            (cell[0] for cell in cells), dtype=np.int64, count=len(cells)
+        )
+        columns = np.fromiter(
+            (cell[1] for cell in cells), dtype=np.int64, count=len(cells)
+        )
+        previous = np.empty(len(cells), dtype=np.int64)
+        dense = columns >= 0
+        if not dense.all():
+            for index in np.flatnonzero(~dense).tolist():
+                previous[index] = self.record(
+                    questions[index], trials[index], int(categories[index])
+                )
+        if dense.any():
+            previous[dense] = self._record_dense(
+                rows[dense], columns[dense], categories[dense]
+            )
+        return previous
+
+    def counts(self, width: int) -> tuple[list[str], NDArray[np.int64]]:
+        """Questions (row order) and their per-category counts."""
+        questions = list(self._rows)
+        cells = self._cells[: len(questions)]
+        counts = np.zeros((len(questions), width), dtype=np.int64)
+        for category in range(width):
+            counts[:, category] = (cells == category).sum(axis=1)
+        for (question, _), category in self._overflow.items():
+            counts[self._rows[question], category] += 1
+        return questions, counts
+
+    def items(self) -> Iterator[tuple[str, str, int]]:
+        """Every recorded (question, trial, category)."""
+        trial_ids = list(self._columns)
+        for question, row in self._rows.items():
+            for column in np.flatnonzero(self._cells[row, : len(trial_ids)] != NEW):
+                yield question, trial_ids[column], int(self._cells[row, column])
+        for (question, trial), category in self._overflow.items():
+            yield question, trial, category
+
+    def _record_dense(
+        self,
+        rows: NDArray[np.int64],
+        columns: NDArray[np.int64],
+        categories: NDArray[np.int64],
+    ) -> NDArray[np.int64]:
+        keys = rows * self._cells.shape[1] + columns
+        order = np.argsort(keys, kind="stable")
+        sorted_keys = keys[order]
+        sorted_categories = categories[order]
+        first = np.ones(len(keys), dtype=bool)
+        first[1:] = sorted_keys[1:] != sorted_keys[:-1]
+        stored = self._cells.reshape(-1)
+        previous_sorted = np.empty(len(keys), dtype=np.int64)
+        previous_sorted[first] = stored[sorted_keys[first]]
+        # A repeat inside the batch sees the delivery just before it.
+        previous_sorted[~first] = sorted_categories[np.flatnonzero(~first) - 1]
+        last = np.ones(len(keys), dtype=bool)
+        last[:-1] = sorted_keys[1:] != sorted_keys[:-1]
+        stored[sorted_keys[last]] = sorted_categories[last]
+        self._size += int(np.count_nonzero(previous_sorted[first] == NEW))
+        previous = np.empty(len(keys), dtype=np.int64)
+        previous[order] = previous_sorted
+        return previous
+
+    def _cell(self, question: str, trial: str) -> tuple[int, int]:
+        row = self._rows.get(question)
+        if row is None:
+            row = self._rows[question] = len(self._rows)
+            if row >= self._cells.shape[0]:
+                self._grow(rows=2 * self._cells.shape[0])
+        column = self._columns.get(trial)
+        if column is None:
+            if len(self._columns) >= MAX_COLUMNS:
+                return row, -1
+            column = self._columns[trial] = len(self._columns)
+            if column >= self._cells.shape[1]:
+                self._grow(columns=2 * self._cells.shape[1])
+        return row, column
+
+    def _grow(self, rows: int | None = None, columns: int | None = None) -> None:
+        old = self._cells
+        new = np.full(
+            (rows or old.shape[0], columns or old.shape[1]), NEW, dtype=np.int16
+        )
+        new[: old.shape[0], : old.shape[1]] = old
+        self._cells = new
+
+
+class Ledger:
+    """Trial -> category index of one run, one grid per (model, namespace)."""
+
+    __slots__ = ("_grids",)
+
+    def __init__(self) -> None:
+        self._grids: dict[tuple[str, bool], TrialGrid] = {}
+
+    def __len__(self) -> int:
+        """Distinct trials recorded (observed and prior)."""
+        return sum(len(grid) for grid in self._grids.values())
+
+    def grid(self, model: str, prior: bool) -> TrialGrid:
+        key = (model, prior)
+        grid = self._grids.get(key)
+        if grid is None:
+            grid = self._grids[key] = TrialGrid()
+        return grid
 
     def record(
         self, model: str, question: str, trial: str, prior: bool, category: int
     ) -> int:
         """Set the trial's category; return the previous one or ``NEW``."""
-        key = (model, question, prior)
-        slots = self._slots.get(key)
-        if slots is None:
-            slots = self._slots[key] = _Slots()
-        index = _dense_index(trial)
-        dense = slots.dense
-        previous = self._previous(slots, trial, index)
-        if index is not None and category < _EMPTY:
-            if index >= len(dense):
-                dense.extend(b"\xff" * (index + 1 - len(dense)))
-            dense[index] = category
-            if slots.sparse:
-                slots.sparse.pop(trial, None)
-        else:
-            slots.sparse[trial] = category
-            if index is not None and index < len(dense):
-                dense[index] = _EMPTY
-        if previous == NEW:
-            self._size += 1
-        return previous
+        return self.grid(model, prior).record(question, trial, category)
 
-    def get(self, model: str, question: str, trial: str, prior: bool = False) -> int:
-        """The trial's category, or ``NEW`` when it has not been recorded."""
-        slots = self._slots.get((model, question, prior))
-        if slots is None:
-            return NEW
-        return self._previous(slots, trial, _dense_index(trial))
-
-    def forget(
-        self, model: str, question: str, trial: str, prior: bool, previous: int
-    ) -> None:
-        """Undo a :meth:`record` (restore ``previous``) after a failed commit."""
-        if previous == NEW:
-            slots = self._slots[(model, question, prior)]
-            index = _dense_index(trial)
-            if index is not None and index < len(slots.dense):
-                slots.dense[index] = _EMPTY
-            slots.sparse.pop(trial, None)
-            self._size -= 1
-        else:
-            self.record(model, question, trial, prior, previous)
-
-    @staticmethod
-    def _previous(slots: _Slots, trial: str, index: int | None) -> int:
-        if index is not None and index < len(slots.dense):
-            stored = slots.dense[index]
-            if stored != _EMPTY:
-                return stored
-        if slots.sparse:
-            return slots.sparse.get(trial, NEW)
-        return NEW
-
-
-def _dense_index(trial: str) -> int | None:
-    """The integer of a canonical small non-negative integer id, else None."""
-    if not (trial.isascii() and trial.isdigit()) or len(trial) > 5:
-        return None
-    if len(trial) > 1 and trial[0] == "0":
-        return None
-    value = int(trial)
-    return value if value < _DENSE_LIMIT else None
+    def models(self) -> list[str]:
+        return sorted({model for model, _ in self._grids})

@@ -39,7 +39,7 @@ def parse_payload(
             )
         ]
     try:
-        value = json.loads(payload)
+        value = json.loads(payload.strip())
     except (ValueError, UnicodeDecodeError) as exc:
         return [
             _reject(f"invalid JSON: {_json_reason(exc)}", payload, source, position)

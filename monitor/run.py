@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.decisions import Standing
+from monitor.decisions import Standing, build_rule
 from monitor.ledger import NEW
-from monitor.schema import RunConfig, TrialEvent
-from monitor.store import ModelCounts, Trial
+from monitor.schema import MAX_ID_LENGTH, RunConfig, TrialEvent
+from monitor.store import ModelCounts, TrialBatch
 from scorio_core import CountTable
 
 
@@ -36,6 +36,7 @@ class RunState:
     def __init__(self, config: RunConfig, declared: bool = True) -> None:
         self.config = config
         self.declared = declared
+        self.rule = build_rule(config)
         self.tables: dict[str, CountTable] = {}
         self.costs: dict[str, ModelCost] = {}
         self.questions: list[str] = list(config.questions or [])
@@ -70,8 +71,6 @@ class RunState:
         ``new_questions`` collects distinct questions accepted earlier in the
         same batch, so a batch cannot overrun ``question_count``.
         """
-        if self._allowed_models is not None and event.model not in self._allowed_models:
-            return f"model {event.model!r} is not declared for run {self.config.run!r}"
         if event.category is None and self._category_count != 2:
             return (
                 f"correct is only for binary runs; run {self.config.run!r} has "
@@ -82,7 +81,13 @@ class RunState:
                 f"category {event.outcome} is outside 0..{self._category_count - 1} "
                 f"of run {self.config.run!r}"
             )
-        question = event.question
+        return self._identity_problem(event.model, event.question, new_questions)
+
+    def _identity_problem(
+        self, model: str, question: str, new_questions: set[str]
+    ) -> str | None:
+        if self._allowed_models is not None and model not in self._allowed_models:
+            return f"model {model!r} is not declared for run {self.config.run!r}"
         if question in self._question_set or question in new_questions:
             return None
         if self.config.questions is not None:
@@ -97,20 +102,74 @@ class RunState:
         new_questions.add(question)
         return None
 
-    def apply(self, trial: Trial, previous: int) -> None:
-        """Move the counts as the store classified the trial."""
-        if previous == trial.category:
+    def column_problems(self, batch: TrialBatch) -> list[tuple[int, str]]:
+        """(index, reason) for every trial of a columnar batch this run refuses."""
+        problems: list[tuple[int, str]] = []
+        new_questions: set[str] = set()
+        bad_category = [
+            i for i, c in enumerate(batch.category) if not 0 <= c < self._category_count
+        ]
+        for index in bad_category:
+            problems.append(
+                (
+                    index,
+                    f"category {batch.category[index]} is outside "
+                    f"0..{self._category_count - 1} of run {self.config.run!r}",
+                )
+            )
+        refused = set(bad_category)
+        for index, (model, question, trial) in enumerate(
+            zip(batch.model, batch.question, batch.trial, strict=True)
+        ):
+            if index in refused:
+                continue
+            reason = _id_problem(model, question, trial) or self._identity_problem(
+                model, question, new_questions
+            )
+            if reason is not None:
+                problems.append((index, reason))
+        return sorted(problems)
+
+    def apply(self, batch: TrialBatch, previous: list[int]) -> None:
+        """Move the counts as the store classified each trial of the batch."""
+        changes: dict[tuple[str, bool], tuple[list[str], list[int], list[int]]] = {}
+        for index, before in enumerate(previous):
+            category = batch.category[index]
+            if before == category:
+                continue
+            question = batch.question[index]
+            if question not in self._question_set:
+                self.add_question(question)
+            key = (batch.model[index], batch.prior[index])
+            questions, categories, deltas = changes.setdefault(key, ([], [], []))
+            questions.append(question)
+            categories.append(category)
+            deltas.append(1)
+            if before == NEW:
+                self._add_cost(batch, index)
+            else:
+                questions.append(question)
+                categories.append(before)
+                deltas.append(-1)
+        for (model, prior), (questions, categories, deltas) in changes.items():
+            table = self.table(model)
+            if len(questions) <= 2:
+                # Deltas in order: a correction never drives a count below 0.
+                for question, category, delta in zip(
+                    questions, categories, deltas, strict=True
+                ):
+                    table.update(question, category, delta, prior=prior)
+            else:
+                table.update_many(questions, categories, deltas, prior=prior)
+
+    def _add_cost(self, batch: TrialBatch, index: int) -> None:
+        tokens, seconds = batch.tokens[index], batch.seconds[index]
+        if tokens is None and seconds is None:
             return
-        self.add_question(trial.question)
-        table = self.table(trial.model)
-        if previous != NEW:
-            table.update(trial.question, previous, -1, prior=trial.prior)
-        table.update(trial.question, trial.category, prior=trial.prior)
-        if previous == NEW and (trial.tokens is not None or trial.seconds is not None):
-            cost = self.costs.setdefault(trial.model, ModelCost())
-            cost.trials += 1
-            cost.tokens += trial.tokens or 0
-            cost.seconds += trial.seconds or 0.0
+        cost = self.costs.setdefault(batch.model[index], ModelCost())
+        cost.trials += 1
+        cost.tokens += tokens or 0
+        cost.seconds += seconds or 0.0
 
     def add_question(self, question: str) -> None:
         if question in self._question_set:
@@ -155,6 +214,9 @@ class RunState:
         """Each model's posterior and sampling, for :func:`decide`."""
         result = []
         for model, table in self.tables.items():
+            if not table.is_synced:
+                # Exact sums make statuses independent of arrival order.
+                table.resync()
             low, high = table.interval(confidence, table.score_range)
             result.append(
                 Standing(
@@ -172,17 +234,24 @@ class RunState:
 
     def least_sampled(self, model: str) -> int:
         """Fewest observed trials on any of the run's ``M`` questions."""
-        table = self.tables[model]
-        if table.question_count > len(table.questions):
-            return 0
-        trials = table.question_trials
-        return int(trials.min()) if trials.size else 0
+        return self.tables[model].least_question_trials
 
     def question_trials(self, model: str) -> dict[str, int]:
         """Observed trials per known question (zero for unseen ones)."""
         table = self.table(model)
         counts = dict(zip(table.questions, table.question_trials.tolist(), strict=True))
         return {question: int(counts.get(question, 0)) for question in self.questions}
+
+
+def _id_problem(model: str, question: str, trial: str) -> str | None:
+    """What the event schema would say of a bad id given as a column value."""
+    for name, value in (("model", model), ("question", question), ("trial", trial)):
+        if not value or len(value) > MAX_ID_LENGTH or not value.isprintable():
+            return (
+                f"{name}: ids must be 1..{MAX_ID_LENGTH} printable characters; "
+                f"got {value!r}"
+            )
+    return None
 
 
 def _matrix(rows: list[list[int]], width: int) -> NDArray[np.int64]:

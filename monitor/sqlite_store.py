@@ -33,7 +33,7 @@ from monitor.store import (
     RunTotals,
     StoredEvent,
     StoredState,
-    Trial,
+    TrialBatch,
 )
 
 SCHEMA_VERSION = 1
@@ -132,22 +132,27 @@ class SqliteStore:
             )
         )
 
-    def apply(self, batch: Batch) -> list[int]:
+    def apply(self, batch: Batch) -> list[list[int]]:
         if self._read_only:
             raise StoreError(f"state file {self._path} is open read-only")
-        previous, undo = self._local.classify(batch)
-        changed = [
-            _trial_row(trial)
-            for trial, before in zip(batch.trials, previous, strict=True)
-            if before != trial.category
-        ]
-        runs = {trial.run for trial in batch.trials} | {
+        classified: list[tuple[TrialBatch, list[int]]] = []
+        rows: list[tuple[object, ...]] = []
+        for trials in batch.trials:
+            previous = self._local.classify(trials)
+            classified.append((trials, previous))
+            rows.extend(
+                _trial_row(trials, index)
+                for index, before in enumerate(previous)
+                if before != trials.category[index]
+            )
+        self._local.count_dead_letters(batch.dead_letters)
+        runs = {trials.run for trials in batch.trials} | {
             letter.run for letter in batch.dead_letters if letter.run is not None
         }
 
         def write(db: sqlite3.Connection) -> None:
-            if changed:
-                db.executemany(_UPSERT_TRIAL, changed)
+            if rows:
+                db.executemany(_UPSERT_TRIAL, rows)
             db.executemany(
                 "INSERT OR REPLACE INTO totals VALUES (?, ?, ?, ?, ?)",
                 [
@@ -170,15 +175,17 @@ class SqliteStore:
         try:
             self._write(write)
         except StoreError:
-            self._local.rollback(batch, undo)
+            for trials, previous in reversed(classified):
+                self._local.rollback(trials, previous)
+            self._local.count_dead_letters(batch.dead_letters, sign=-1)
             raise
-        return previous
+        return [previous for _, previous in classified]
 
     def totals(self, run: str) -> RunTotals:
         return self._local.totals.get(run, RunTotals())
 
     def counts(self, run: str) -> dict[str, ModelCounts]:
-        return dict(self._local.counts.get(run, {}))
+        return self._local.counts(run)
 
     def record_events(self, events: Sequence[PendingEvent]) -> list[StoredEvent]:
         if self._read_only or not events:
@@ -282,31 +289,33 @@ class SqliteStore:
             if declared:
                 state.declared.add(run)
             self._local.configure(run, len(config.weights))
-        trials = [
-            Trial(
-                run=row[0],
-                model=row[1],
-                question=row[2],
-                trial=row[3],
-                prior=bool(row[4]),
+        batches: dict[str, TrialBatch] = {}
+        for row in db.execute(
+            "SELECT run, model, question, trial, prior, category, tokens, "
+            "seconds, ts FROM trials"
+        ):
+            run = row[0]
+            if run not in batches:
+                batches[run] = TrialBatch(run)
+            batches[run].append(
+                row[1],
+                row[2],
+                row[3],
                 category=row[5],
+                prior=bool(row[4]),
                 tokens=row[6],
                 seconds=row[7],
                 ts=row[8],
             )
-            for row in db.execute(
-                "SELECT run, model, question, trial, prior, category, tokens, "
-                "seconds, ts FROM trials"
-            )
-        ]
-        self._local.classify(Batch(trials))
+        for trials in batches.values():
+            self._local.classify(trials)
         for run, trials_total, duplicates, corrections, rejected in db.execute(
             "SELECT run, trials, duplicates, corrections, rejected FROM totals"
         ):
             self._local.totals[run] = RunTotals(
                 trials_total, duplicates, corrections, rejected
             )
-        state.counts = {run: dict(models) for run, models in self._local.counts.items()}
+        state.counts = {run: self._local.counts(run) for run in self._local.runs()}
         state.totals = dict(self._local.totals)
         state.fired = {
             (run, kind, subject)
@@ -336,17 +345,17 @@ class SqliteStore:
             self._lock_handle = None
 
 
-def _trial_row(trial: Trial) -> tuple[object, ...]:
+def _trial_row(trials: TrialBatch, index: int) -> tuple[object, ...]:
     return (
-        trial.run,
-        trial.model,
-        trial.question,
-        trial.trial,
-        int(trial.prior),
-        trial.category,
-        trial.tokens,
-        trial.seconds,
-        trial.ts,
+        trials.run,
+        trials.model[index],
+        trials.question[index],
+        trials.trial[index],
+        int(trials.prior[index]),
+        trials.category[index],
+        trials.tokens[index],
+        trials.seconds[index],
+        trials.ts[index],
     )
 
 

@@ -1,42 +1,87 @@
 """State store value types, the shared local counting core, the memory store.
 
 A store (:class:`monitor.interfaces.Store`) is the source of truth for what
-was counted. Its ``apply`` is
-the exactly-once step: it classifies every trial of a batch against what it
-holds (new, duplicate, correction), persists the batch together with the
-run totals, dead letters and a source cursor in one atomic, durable step, and
-returns each trial's previous category. The engine updates its count tables
-from that answer only, so counts can never disagree with the store.
+was counted. Its ``apply`` is the exactly-once step: it classifies every
+trial of a batch against what it holds (new, duplicate, correction),
+persists the batch together with the run totals, dead letters and a source
+cursor in one atomic, durable step, and returns each trial's previous
+category. The engine updates its count tables from that answer only, so
+counts can never disagree with the store.
 
-Events fire once because ``record_events`` keeps each
-``(run, kind, subject)`` at most once and hands back only the new ones,
-numbered in firing order.
+Events fire once because ``record_events`` keeps each ``(run, kind,
+subject)`` at most once and hands back only the new ones, numbered in
+firing order.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from monitor.ledger import NEW, Ledger
 from monitor.schema import RunConfig
 
 JsonValue = str | int | float | bool | None | list["JsonValue"] | dict[str, "JsonValue"]
 
+# Batches up to this size are classified trial by trial: below it, NumPy's
+# per-call overhead costs more than the loop.
+VECTOR_THRESHOLD = 32
 
-@dataclass(frozen=True, slots=True)
-class Trial:
-    """A validated trial, ready to store."""
+
+@dataclass(slots=True)
+class TrialBatch:
+    """Validated trials of one run, as columns (one entry per trial)."""
 
     run: str
-    model: str
-    question: str
-    trial: str
-    category: int
-    prior: bool = False
-    tokens: int | None = None
-    seconds: float | None = None
-    ts: float | None = None
+    model: list[str] = field(default_factory=list)
+    question: list[str] = field(default_factory=list)
+    trial: list[str] = field(default_factory=list)
+    category: list[int] = field(default_factory=list)
+    prior: list[bool] = field(default_factory=list)
+    tokens: list[int | None] = field(default_factory=list)
+    seconds: list[float | None] = field(default_factory=list)
+    ts: list[float | None] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.category)
+
+    def without(self, indices: set[int]) -> TrialBatch:
+        """A copy without the trials at ``indices``."""
+        keep = [i for i in range(len(self)) if i not in indices]
+        return TrialBatch(
+            self.run,
+            model=[self.model[i] for i in keep],
+            question=[self.question[i] for i in keep],
+            trial=[self.trial[i] for i in keep],
+            category=[self.category[i] for i in keep],
+            prior=[self.prior[i] for i in keep],
+            tokens=[self.tokens[i] for i in keep],
+            seconds=[self.seconds[i] for i in keep],
+            ts=[self.ts[i] for i in keep],
+        )
+
+    def append(
+        self,
+        model: str,
+        question: str,
+        trial: str,
+        category: int,
+        prior: bool = False,
+        tokens: int | None = None,
+        seconds: float | None = None,
+        ts: float | None = None,
+    ) -> None:
+        self.model.append(model)
+        self.question.append(question)
+        self.trial.append(trial)
+        self.category.append(category)
+        self.prior.append(prior)
+        self.tokens.append(tokens)
+        self.seconds.append(seconds)
+        self.ts.append(ts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +98,9 @@ class DeadLetter:
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """What one :meth:`Store.apply` commits atomically."""
+    """What one ``Store.apply`` commits atomically."""
 
-    trials: Sequence[Trial] = ()
+    trials: Sequence[TrialBatch] = ()
     dead_letters: Sequence[DeadLetter] = ()
     cursor: tuple[str, str] | None = None
 
@@ -80,6 +125,15 @@ class RunTotals:
     duplicates: int = 0
     corrections: int = 0
     rejected: int = 0
+
+
+@dataclass(slots=True)
+class CostTotals:
+    """Cost reported by new trials of one model."""
+
+    trials: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,91 +172,123 @@ class StoredState:
 
 
 class LocalCounts:
-    """Exactly-once classification and counts kept in this process.
+    """Exactly-once classification kept in this process.
 
-    Shared by the in-memory and SQLite stores: a ledger and count lists per
-    run, with an undo log so that a failed commit leaves nothing behind.
+    Shared by the in-memory and SQLite stores: a ledger per run, run totals
+    and learned costs. Counts per question are read off the ledger when
+    needed (restart, reconfiguration), not kept twice.
     """
 
     def __init__(self) -> None:
-        self.counts: dict[str, dict[str, ModelCounts]] = {}
         self.totals: dict[str, RunTotals] = {}
+        self.costs: dict[tuple[str, str], CostTotals] = {}
         self._ledgers: dict[str, Ledger] = {}
         self._widths: dict[str, int] = {}
-        self._rows: dict[tuple[str, str], dict[str, int]] = {}
 
     def configure(self, run: str, category_count: int) -> None:
-        """Size the run's count rows for categories ``0..C``."""
+        """Record the run's ``C+1`` (count rows are that wide)."""
         self._widths[run] = category_count
 
-    def classify(self, batch: Batch) -> tuple[list[int], list[tuple[Trial, int]]]:
-        """Record every trial; return previous categories and an undo log."""
-        previous_categories: list[int] = []
-        undo: list[tuple[Trial, int]] = []
-        for trial in batch.trials:
-            ledger = self._ledgers.get(trial.run)
-            if ledger is None:
-                ledger = self._ledgers[trial.run] = Ledger()
-            previous = ledger.record(
-                trial.model, trial.question, trial.trial, trial.prior, trial.category
-            )
-            previous_categories.append(previous)
-            undo.append((trial, previous))
-            self._count(trial, previous, +1)
-        for letter in batch.dead_letters:
-            if letter.run is not None:
-                self.totals.setdefault(letter.run, RunTotals()).rejected += 1
-        return previous_categories, undo
-
-    def rollback(self, batch: Batch, undo: list[tuple[Trial, int]]) -> None:
-        """Reverse :meth:`classify` after a failed commit."""
-        for trial, previous in reversed(undo):
-            if previous != trial.category:
-                self._ledgers[trial.run].forget(
-                    trial.model, trial.question, trial.trial, trial.prior, previous
+    def classify(self, batch: TrialBatch) -> list[int]:
+        """Record every trial of the batch; previous category per trial."""
+        ledger = self._ledgers.get(batch.run)
+        if ledger is None:
+            ledger = self._ledgers[batch.run] = Ledger()
+        if len(batch) < VECTOR_THRESHOLD:
+            previous = [
+                ledger.record(model, question, trial, prior, category)
+                for model, question, trial, prior, category in zip(
+                    batch.model,
+                    batch.question,
+                    batch.trial,
+                    batch.prior,
+                    batch.category,
+                    strict=True,
                 )
-            self._count(trial, previous, -1)
-        for letter in batch.dead_letters:
-            if letter.run is not None:
-                self.totals[letter.run].rejected -= 1
-
-    def _count(self, trial: Trial, previous: int, sign: int) -> None:
-        totals = self.totals.setdefault(trial.run, RunTotals())
-        if previous == trial.category:
-            totals.duplicates += sign
-            return
-        model = self._model(trial.run, trial.model)
-        row = self._row(trial.run, trial.model, trial.question)
-        counts = model.prior[row] if trial.prior else model.observed[row]
-        counts[trial.category] += sign
-        if previous == NEW:
-            totals.trials += sign
-            if trial.tokens is not None or trial.seconds is not None:
-                model.costed_trials += sign
-                model.tokens += sign * (trial.tokens or 0)
-                model.seconds += sign * (trial.seconds or 0.0)
+            ]
         else:
-            totals.corrections += sign
-            counts[previous] -= sign
+            previous = self._classify_vectorized(ledger, batch)
+        self._account(batch, previous)
+        return previous
 
-    def _model(self, run: str, model: str) -> ModelCounts:
-        per_run = self.counts.setdefault(run, {})
-        counts = per_run.get(model)
-        if counts is None:
-            counts = per_run[model] = ModelCounts()
-        return counts
+    def rollback(self, batch: TrialBatch, previous: list[int]) -> None:
+        """Reverse :meth:`classify` after a failed commit."""
+        ledger = self._ledgers[batch.run]
+        for index in reversed(range(len(batch))):
+            ledger.grid(batch.model[index], batch.prior[index]).restore(
+                batch.question[index], batch.trial[index], previous[index]
+            )
+        self._account(batch, previous, sign=-1)
 
-    def _row(self, run: str, model: str, question: str) -> int:
-        rows = self._rows.setdefault((run, model), {})
-        index = rows.get(question)
-        if index is None:
-            counts = self._model(run, model)
-            width = self._widths.get(run, 2)
-            index = rows[question] = len(counts.questions)
-            counts.questions.append(question)
-            counts.observed.append([0] * width)
-            counts.prior.append([0] * width)
-        return index
+    def count_dead_letters(self, letters: Sequence[DeadLetter], sign: int = 1) -> None:
+        for letter in letters:
+            if letter.run is not None:
+                self.totals.setdefault(letter.run, RunTotals()).rejected += sign
+
+    def counts(self, run: str) -> dict[str, ModelCounts]:
+        """Per model: questions and per-category counts, observed and prior."""
+        ledger = self._ledgers.get(run)
+        if ledger is None:
+            return {}
+        width = self._widths.get(run, 2)
+        result = {}
+        for model in ledger.models():
+            observed_questions, observed = ledger.grid(model, False).counts(width)
+            prior_questions, prior = ledger.grid(model, True).counts(width)
+            questions = list(dict.fromkeys(observed_questions + prior_questions))
+            rows = {question: index for index, question in enumerate(questions)}
+            observed_rows = np.zeros((len(questions), width), dtype=np.int64)
+            prior_rows = np.zeros((len(questions), width), dtype=np.int64)
+            observed_rows[[rows[q] for q in observed_questions]] = observed
+            prior_rows[[rows[q] for q in prior_questions]] = prior
+            cost = self.costs.get((run, model), CostTotals())
+            result[model] = ModelCounts(
+                questions=questions,
+                observed=observed_rows.tolist(),
+                prior=prior_rows.tolist(),
+                costed_trials=cost.trials,
+                tokens=cost.tokens,
+                seconds=cost.seconds,
+            )
+        return result
+
+    def runs(self) -> list[str]:
+        return sorted(self._ledgers)
+
+    @staticmethod
+    def _classify_vectorized(ledger: Ledger, batch: TrialBatch) -> list[int]:
+        previous = np.empty(len(batch), dtype=np.int64)
+        categories = np.asarray(batch.category, dtype=np.int64)
+        groups: dict[tuple[str, bool], list[int]] = {}
+        for index, key in enumerate(zip(batch.model, batch.prior, strict=True)):
+            groups.setdefault(key, []).append(index)
+        for (model, prior), indices in groups.items():
+            chosen = np.asarray(indices)
+            previous[chosen] = ledger.grid(model, prior).record_many(
+                [batch.question[i] for i in indices],
+                [batch.trial[i] for i in indices],
+                categories[chosen],
+            )
+        return [int(value) for value in previous]
+
+    def _account(self, batch: TrialBatch, previous: list[int], sign: int = 1) -> None:
+        totals = self.totals.setdefault(batch.run, RunTotals())
+        for index, before in enumerate(previous):
+            category = batch.category[index]
+            if before == category:
+                totals.duplicates += sign
+            elif before == NEW:
+                totals.trials += sign
+                tokens, seconds = batch.tokens[index], batch.seconds[index]
+                if tokens is not None or seconds is not None:
+                    cost = self.costs.setdefault(
+                        (batch.run, batch.model[index]), CostTotals()
+                    )
+                    cost.trials += sign
+                    cost.tokens += sign * (tokens or 0)
+                    cost.seconds += sign * (seconds or 0.0)
+            else:
+                totals.corrections += sign
 
 
 class MemoryStore:
@@ -225,7 +311,7 @@ class MemoryStore:
         return StoredState(
             configs=dict(self._configs),
             declared=set(self._declared),
-            counts={run: dict(models) for run, models in self._local.counts.items()},
+            counts={run: self._local.counts(run) for run in self._local.runs()},
             totals=dict(self._local.totals),
             fired=set(self._fired),
             cursors=dict(self._cursors),
@@ -237,8 +323,9 @@ class MemoryStore:
             self._declared.add(config.run)
         self._local.configure(config.run, len(config.weights))
 
-    def apply(self, batch: Batch) -> list[int]:
-        previous, _ = self._local.classify(batch)
+    def apply(self, batch: Batch) -> list[list[int]]:
+        previous = [self._local.classify(trials) for trials in batch.trials]
+        self._local.count_dead_letters(batch.dead_letters)
         self._dead_letters.extend(batch.dead_letters)
         if batch.cursor is not None:
             self._cursors[batch.cursor[0]] = batch.cursor[1]
@@ -248,7 +335,7 @@ class MemoryStore:
         return self._local.totals.get(run, RunTotals())
 
     def counts(self, run: str) -> dict[str, ModelCounts]:
-        return dict(self._local.counts.get(run, {}))
+        return self._local.counts(run)
 
     def record_events(self, events: Sequence[PendingEvent]) -> list[StoredEvent]:
         fired = []
@@ -280,3 +367,10 @@ class MemoryStore:
 
     def close(self) -> None:
         return None
+
+
+def finite_or_none(value: float | None) -> float | None:
+    """``None`` for missing or non-finite numbers (stored as NULL)."""
+    if value is None or not math.isfinite(value):
+        return None
+    return value

@@ -69,6 +69,7 @@ class CountTable:
         "_declared_count",
         "_empty_mean",
         "_empty_variance",
+        "_least",
         "_mean_sum",
         "_means",
         "_nu",
@@ -77,9 +78,12 @@ class CountTable:
         "_prior_trial_count",
         "_questions",
         "_resync_countdown",
+        "_row_trials",
         "_rows",
         "_scaled",
+        "_synced",
         "_trial_count",
+        "_trial_histogram",
         "_variance_sum",
         "_variances",
         "_weights",
@@ -108,10 +112,16 @@ class CountTable:
             [1] * weights.size, self._scaled
         )
         self._nu: list[list[int]] = []
+        # Observed trials per row and how many rows have each count, so the
+        # least-sampled question is known in O(1) after each update.
+        self._row_trials: list[int] = []
+        self._trial_histogram: dict[int, int] = {}
+        self._least = 0
         self._width = weights.size
         self._mean_sum = 0.0
         self._variance_sum = 0.0
         self._resync_countdown = _MIN_RESYNC_INTERVAL
+        self._synced = True
 
     # -- construction --------------------------------------------------------
 
@@ -186,6 +196,7 @@ class CountTable:
         table._trial_count = int(observed.sum())
         table._prior_trial_count = int(prior.sum())
         table._nu = (observed + prior + 1).tolist()
+        table._rebuild_trials()
         for nu in table._nu:
             mean, variance = row_term(nu, table._scaled)
             table._means.append(mean)
@@ -256,12 +267,14 @@ class CountTable:
             self._prior_trial_count += delta
         else:
             self._trial_count += delta
+            self._move_trials(row, delta)
         # O(C): recompute this question's terms and move the sums by the change.
         mean, variance = row_term(nu, self._scaled)
         self._mean_sum += mean - self._means[row]
         self._variance_sum += variance - self._variances[row]
         self._means[row] = mean
         self._variances[row] = variance
+        self._synced = False
         self._resync_countdown -= 1
         if self._resync_countdown <= 0:
             self.resync()
@@ -342,6 +355,7 @@ class CountTable:
             self._prior_trial_count += total
         else:
             self._trial_count += total
+            self._rebuild_trials()
         for question in questions:
             row = self._rows[question]
             self._means[row], self._variances[row] = row_term(
@@ -368,10 +382,20 @@ class CountTable:
         self._apply_aggregated(questions, other.observed_counts, prior=False)
         self._apply_aggregated(questions, other.prior_counts, prior=True)
 
+    @property
+    def is_synced(self) -> bool:
+        """Whether the sums are exact (no update since the last resync).
+
+        A synced table's ``mu`` and ``sigma`` depend on its counts only, not
+        on the order the updates came in, to the last bit.
+        """
+        return self._synced
+
     def resync(self) -> None:
         """Recompute the running sums exactly from the rows (O(M))."""
         self._mean_sum = math.fsum(self._means)
         self._variance_sum = math.fsum(self._variances)
+        self._synced = True
         self._resync_countdown = max(_MIN_RESYNC_INTERVAL, len(self._means) // 8)
 
     # -- reads -----------------------------------------------------------------
@@ -430,7 +454,14 @@ class CountTable:
     @property
     def question_trials(self) -> NDArray[np.int64]:
         """Observed trials per question, in :attr:`questions` order."""
-        return _readonly(np.array([sum(row) for row in self._observed], dtype=np.int64))
+        return _readonly(np.array(self._row_trials, dtype=np.int64))
+
+    @property
+    def least_question_trials(self) -> int:
+        """Fewest observed trials on any of the ``M`` questions (0 if any unseen)."""
+        if not self._row_trials or self.question_count > len(self._row_trials):
+            return 0
+        return self._least
 
     def counts(self, question: Hashable) -> tuple[int, ...]:
         """Observed counts per category of one question (zeros if unseen)."""
@@ -522,11 +553,38 @@ class CountTable:
         self._observed.append([0] * width)
         self._prior.append([0] * width)
         self._nu.append([1] * width)
+        self._row_trials.append(0)
+        self._trial_histogram[0] = self._trial_histogram.get(0, 0) + 1
+        self._least = 0
         self._means.append(self._empty_mean)
         self._variances.append(self._empty_variance)
         self._mean_sum += self._empty_mean
         self._variance_sum += self._empty_variance
+        self._synced = False
         return row
+
+    def _move_trials(self, row: int, delta: int) -> None:
+        old = self._row_trials[row]
+        new = old + delta
+        self._row_trials[row] = new
+        histogram = self._trial_histogram
+        left = histogram[old] - 1
+        if left:
+            histogram[old] = left
+        else:
+            del histogram[old]
+        histogram[new] = histogram.get(new, 0) + 1
+        if new < self._least:
+            self._least = new
+        elif old == self._least and not left:
+            self._least = min(histogram)
+
+    def _rebuild_trials(self) -> None:
+        self._row_trials = [sum(row) for row in self._observed]
+        self._trial_histogram = {}
+        for trials in self._row_trials:
+            self._trial_histogram[trials] = self._trial_histogram.get(trials, 0) + 1
+        self._least = min(self._trial_histogram, default=0)
 
 
 def _is_category(value: object, category_total: int) -> bool:

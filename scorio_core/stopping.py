@@ -18,26 +18,35 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-from numpy.typing import ArrayLike
-from scipy.special import ndtri
+from numpy.typing import ArrayLike, NDArray
+from scipy.optimize import brentq
+from scipy.special import lambertw, ndtri
 
 from scorio_core import _validation as check
+from scorio_core.boundaries import wang_tsiatis_constant
+
+FloatArray = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
 
 
 class StoppingRule(Protocol):
-    """The contract every rule meets; ``t`` is a pair's information."""
+    """The contract every rule meets; ``t`` is a pair's information.
+
+    ``thresholds`` and ``futile`` work elementwise on arrays, so a look over
+    all pairs of a run is a handful of NumPy operations.
+    """
 
     @property
     def name(self) -> str:
         """Short rule name, shown in statuses."""
         ...
 
-    def threshold(self, information: float) -> float:
-        """The ``z`` a pair needs at information ``t`` to count as settled."""
+    def thresholds(self, information: FloatArray) -> FloatArray:
+        """The ``z`` each pair needs at its information ``t`` to be settled."""
         ...
 
-    def is_futile(self, z: float, information: float) -> bool:
-        """Whether the pair cannot settle within the budget."""
+    def futile(self, z: FloatArray, information: FloatArray) -> BoolArray:
+        """Which unsettled pairs cannot settle within the budget."""
         ...
 
     def forecast(self, z: float, information: float) -> float:
@@ -51,15 +60,17 @@ class PaperRule:
 
     Valid for one look at a fixed N. Checked after every trial it declares
     orders far more often than ``1 - confidence`` (a tie: 58-67 % of runs in
-    our simulations), so the monitor shows it but does not stop on it.
+    our simulations), so statuses label it as unsafe under continuous looks.
 
     Futility is the naive forecast: settling would need
     :math:`t (z^*/z)^2` trials per question, more than the cap ``T``.
 
     Examples:
         >>> rule = PaperRule.from_confidence(0.95, budget=80)
-        >>> round(rule.threshold(10.0), 3), rule.is_futile(0.5, 20.0)
-        (1.645, True)
+        >>> rule.thresholds(np.array([10.0])).round(3).tolist()
+        [1.645]
+        >>> rule.futile(np.array([0.5, 1.5]), np.array([20.0, 20.0])).tolist()
+        [True, False]
     """
 
     z_star: float
@@ -77,13 +88,15 @@ class PaperRule:
     def name(self) -> str:
         return "paper"
 
-    def threshold(self, information: float) -> float:
-        return self.z_star
+    def thresholds(self, information: FloatArray) -> FloatArray:
+        return np.where(information > 0.0, self.z_star, np.inf)
 
-    def is_futile(self, z: float, information: float) -> bool:
-        if self.budget is None or z >= self.z_star:
-            return False
-        return self.forecast(z, information) > self.budget
+    def futile(self, z: FloatArray, information: FloatArray) -> BoolArray:
+        if self.budget is None:
+            return np.zeros(np.shape(z), dtype=bool)
+        with np.errstate(divide="ignore"):
+            needed = information * (self.z_star / z) ** 2
+        return (z < self.z_star) & (information > 0.0) & (needed > self.budget)
 
     def forecast(self, z: float, information: float) -> float:
         if z >= self.z_star:
@@ -91,6 +104,167 @@ class PaperRule:
         if z <= 0.0:
             return math.inf
         return information * (self.z_star / z) ** 2
+
+
+@dataclass(frozen=True, slots=True)
+class SequentialRule:
+    r"""Alpha-spending boundary against a budget, with an optimistic futility stop.
+
+    Settled when :math:`z \ge b(t) = c\,(t/T)^{\Delta - 1/2}` (Wang-Tsiatis,
+    :math:`\Delta = 1/4` by default), where ``c`` is the continuous-monitoring
+    constant for ``alpha`` per direction: however often the monitor looks, a
+    tied pair is declared in a given direction with probability at most
+    ``alpha`` before the cap ``T``.
+
+    Futile (a statistical tie at this budget) once :math:`t \ge t_{min}` and
+    even a ``z`` larger by ``optimism`` would not reach ``c`` at the cap:
+    :math:`(z + \gamma)\sqrt{T/t} < c`. Stopping for futility never declares
+    an order, so it cannot add false claims.
+
+    Examples:
+        >>> rule = SequentialRule.from_confidence(0.95, budget=80)
+        >>> round(rule.constant, 3), rule.thresholds(np.array([80.0])).round(3).tolist()
+        (2.383, [2.383])
+        >>> rule.futile(np.array([0.1, 2.0]), np.array([20.0, 20.0])).tolist()
+        [True, False]
+    """
+
+    constant: float
+    budget: float
+    delta: float = 0.25
+    optimism: float = 1.0
+    futility_from: float = 10.0
+
+    @classmethod
+    def from_confidence(
+        cls,
+        confidence: float,
+        budget: float,
+        delta: float = 0.25,
+        optimism: float = 1.0,
+        futility_from: float = 10.0,
+    ) -> SequentialRule:
+        """Calibrate for ``alpha = (1 - confidence) / 2`` per direction.
+
+        Reading ``confidence`` two-sided keeps a tied pair's chance of any
+        declared order at ``1 - confidence``.
+        """
+        level = check.confidence(confidence)
+        return cls(
+            constant=wang_tsiatis_constant((1.0 - level) / 2.0, delta),
+            budget=check.positive(budget, "budget"),
+            delta=delta,
+            optimism=optimism,
+            futility_from=futility_from,
+        )
+
+    @property
+    def name(self) -> str:
+        return "sequential"
+
+    def thresholds(self, information: FloatArray) -> FloatArray:
+        # Beyond the cap the calibration ends; hold the boundary flat there.
+        fraction = np.minimum(information / self.budget, 1.0)
+        with np.errstate(divide="ignore"):
+            values = self.constant * fraction ** (self.delta - 0.5)
+        return np.where(information > 0.0, values, np.inf)
+
+    def futile(self, z: FloatArray, information: FloatArray) -> BoolArray:
+        safe = np.maximum(information, 1e-300)
+        hopeless = (z + self.optimism) * np.sqrt(self.budget / safe) < self.constant
+        return (
+            (information >= self.futility_from)
+            & (z < self.thresholds(information))
+            & hopeless
+        )
+
+    def forecast(self, z: float, information: float) -> float:
+        r"""Where the plug-in path :math:`z\sqrt{s/t}` meets the boundary.
+
+        Formula:
+            :math:`t' = (c/z)^{1/(1-\Delta)}\,T^{(1/2-\Delta)/(1-\Delta)}\,
+            t^{1/(2(1-\Delta))}`.
+        """
+        if z <= 0.0 or information <= 0.0:
+            return math.inf
+        power = 1.0 / (1.0 - self.delta)
+        crossing = (
+            (self.constant / z) ** power
+            * self.budget ** ((0.5 - self.delta) * power)
+            * information ** (0.5 * power)
+        )
+        return float(max(crossing, information))
+
+
+@dataclass(frozen=True, slots=True)
+class ConfidenceSequenceRule:
+    r"""A normal-mixture confidence sequence: valid at any look, no budget needed.
+
+    Settled when :math:`|z| \ge \sqrt{(1 + \rho/t)(\log(1 + t/\rho) +
+    2\log(1/\alpha_2))}`, which a tied pair crosses in either direction with
+    probability at most :math:`\alpha_2 = 1 - \text{confidence}` over all
+    time (Ville's inequality). ``rho`` makes the boundary tightest at
+    ``t = tightest_at``. Without a budget nothing is futile: a tie keeps
+    drawing trials until the user sets ``max_trials_per_question``.
+
+    References:
+        Robbins (1970); Howard, Ramdas, McAuliffe & Sekhon (2021), Ann. Stat.
+
+    Examples:
+        >>> rule = ConfidenceSequenceRule.from_confidence(0.95)
+        >>> rule.thresholds(np.array([30.0])).round(3).tolist()
+        [3.035]
+    """
+
+    alpha: float
+    rho: float
+
+    @classmethod
+    def from_confidence(
+        cls, confidence: float, tightest_at: float = 30.0
+    ) -> ConfidenceSequenceRule:
+        level = check.confidence(confidence)
+        alpha = 1.0 - level
+        # Minimising the boundary at t0 gives rho = t0 / y with
+        # y = -W_{-1}(-exp(-(1 + 2 log(1/alpha)))) - 1 (Lambert W, branch -1).
+        log_term = 2.0 * math.log(1.0 / alpha)
+        y = -float(lambertw(-math.exp(-(1.0 + log_term)), k=-1).real) - 1.0
+        return cls(alpha=alpha, rho=check.positive(tightest_at, "tightest_at") / y)
+
+    @property
+    def name(self) -> str:
+        return "sequential"
+
+    def thresholds(self, information: FloatArray) -> FloatArray:
+        safe = np.maximum(information, 1e-300)
+        values = np.sqrt(
+            (1.0 + self.rho / safe)
+            * (np.log1p(safe / self.rho) + 2.0 * math.log(1.0 / self.alpha))
+        )
+        return np.where(information > 0.0, values, np.inf)
+
+    def futile(self, z: FloatArray, information: FloatArray) -> BoolArray:
+        return np.zeros(np.shape(z), dtype=bool)
+
+    def threshold(self, information: float) -> float:
+        """Scalar :meth:`thresholds`."""
+        return float(self.thresholds(np.array([information]))[0])
+
+    def forecast(self, z: float, information: float) -> float:
+        if z <= 0.0 or information <= 0.0:
+            return math.inf
+        if z >= self.threshold(information):
+            return information
+
+        def gap(later: float) -> float:
+            return z * math.sqrt(later / information) - self.threshold(later)
+
+        upper = information * 2.0
+        while gap(upper) < 0.0:
+            upper *= 2.0
+            if upper > 1e12:
+                return math.inf
+        return float(brentq(gap, information, upper, xtol=1e-6 * information))
 
 
 def pair_information(
@@ -121,17 +295,30 @@ def pair_information(
     return total / (variance_a / trials_a + variance_b / trials_b)
 
 
+def pair_information_matrix(trials: FloatArray, variances: FloatArray) -> FloatArray:
+    """:func:`pair_information` for every pair of models at once (0 if untried)."""
+    per_trial = variances[:, None] + variances[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        spread = variances / trials
+        information = per_trial / (spread[:, None] + spread[None, :])
+    tried = (trials[:, None] > 0.0) & (trials[None, :] > 0.0)
+    return np.where(tried & np.isfinite(information), information, 0.0)
+
+
 @dataclass(frozen=True, slots=True)
 class BoundaryState:
     """A rank boundary after position ``index`` of the order (0-based)."""
 
     index: int
     resolved: bool
+    futile: bool
     weakest: tuple[int, int]
     margin: float
 
 
-def resolve_boundaries(settled: ArrayLike, margin: ArrayLike) -> list[BoundaryState]:
+def resolve_boundaries(
+    settled: ArrayLike, margin: ArrayLike, futile: ArrayLike | None = None
+) -> list[BoundaryState]:
     """Block resolution of the boundaries of an order of ``L`` models.
 
     Args:
@@ -140,11 +327,13 @@ def resolve_boundaries(settled: ArrayLike, margin: ArrayLike) -> list[BoundarySt
         margin: ``L x L`` how far each pair is from settling (e.g. ``z -
             threshold``); the pair with the smallest margin across a boundary
             is its weakest, the one that gets trials.
+        futile: Optional ``L x L`` booleans: the pair cannot settle in budget.
 
     Returns:
         One state per boundary ``0 .. L-2``: boundary ``i`` separates
-        positions ``<= i`` from positions ``> i`` and is resolved only when
-        every pair across it is settled.
+        positions ``<= i`` from positions ``> i``; it is resolved only when
+        every pair across it is settled, futile when any unsettled pair
+        across it is futile.
 
     Examples:
         >>> settled = np.array([[0, 1, 1], [0, 0, 0], [0, 0, 0]], dtype=bool)
@@ -155,21 +344,33 @@ def resolve_boundaries(settled: ArrayLike, margin: ArrayLike) -> list[BoundarySt
     settled_matrix = np.asarray(settled, dtype=bool)
     margin_matrix = np.asarray(margin, dtype=np.float64)
     size = settled_matrix.shape[0]
-    if settled_matrix.shape != (size, size) or margin_matrix.shape != (size, size):
+    futile_matrix = (
+        np.zeros((size, size), dtype=bool)
+        if futile is None
+        else np.asarray(futile, dtype=bool)
+    )
+    if not (
+        settled_matrix.shape
+        == margin_matrix.shape
+        == futile_matrix.shape
+        == (size, size)
+    ):
         raise ValueError(
-            f"settled and margin must be square and alike; got {settled_matrix.shape} "
-            f"and {margin_matrix.shape}"
+            f"settled, margin and futile must be square and alike; got "
+            f"{settled_matrix.shape}, {margin_matrix.shape}, {futile_matrix.shape}"
         )
     states = []
     for index in range(size - 1):
-        above, below = slice(0, index + 1), slice(index + 1, size)
-        cross = margin_matrix[above, below]
-        weakest_flat = int(np.argmin(cross))
-        row, column = divmod(weakest_flat, cross.shape[1])
+        block = (slice(0, index + 1), slice(index + 1, size))
+        cross = margin_matrix[block]
+        row, column = divmod(int(np.argmin(cross)), cross.shape[1])
+        resolved = bool(settled_matrix[block].all())
         states.append(
             BoundaryState(
                 index=index,
-                resolved=bool(settled_matrix[above, below].all()),
+                resolved=resolved,
+                futile=not resolved
+                and bool((futile_matrix[block] & ~settled_matrix[block]).any()),
                 weakest=(row, index + 1 + column),
                 margin=float(cross[row, column]),
             )

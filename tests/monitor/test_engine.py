@@ -1,0 +1,264 @@
+"""The engine: exactly-once counting, corrections, priors, rejections, events."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scorio.eval as oracle
+
+from monitor import Monitor, RunConfig
+from monitor.errors import ConfigError, UnknownRunError
+from tests.monitor.streams import last_write_wins, messy, stream_of
+
+TOLERANCE = 1e-12
+
+
+def results_tensor(
+    seed: int, models: int = 3, questions: int = 8, trials: int = 6
+) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (
+        rng.random((models, questions, trials)) < rng.random((models, questions, 1))
+    ).astype(np.int64)
+
+
+def test_a_messy_replay_equals_the_deduplicated_stream_and_scorio() -> None:
+    results = results_tensor(1)
+    events = stream_of(results)
+    noisy = messy(events, np.random.default_rng(2))
+    assert len(noisy) >= 1.3 * len(events)
+    with Monitor() as replayed, Monitor() as clean:
+        for config in (replayed, clean):
+            config.configure(RunConfig(run="bench", question_count=8))
+        for start in range(0, len(noisy), 37):
+            replayed.ingest(noisy[start : start + 37])
+        clean.ingest(last_write_wins(noisy))
+        noisy_status, clean_status = replayed.status("bench"), clean.status("bench")
+    assert noisy_status.models == clean_status.models
+    assert noisy_status.pairs == clean_status.pairs
+    assert noisy_status.trials == clean_status.trials == results.size
+    assert (
+        noisy_status.duplicates + noisy_status.corrections + noisy_status.trials
+        == len(noisy)
+    )
+    for row in noisy_status.models:
+        index = int(row.model[1:])
+        mu, sigma = oracle.bayes(results[index])
+        assert (row.mu, row.sigma) == pytest.approx((mu, sigma), abs=TOLERANCE)
+
+
+def test_a_repeat_with_the_same_category_is_a_no_op() -> None:
+    monitor = Monitor()
+    event = {"run": "r", "model": "a", "question": "q", "trial": 0, "category": 1}
+    first = monitor.ingest(event)
+    second = monitor.ingest(dict(event))
+    assert (first.accepted, second.accepted, second.duplicates) == (1, 0, 1)
+    status = monitor.status("r")
+    assert (status.trials, status.duplicates, status.models[0].trials) == (1, 1, 1)
+
+
+def test_a_repeat_with_another_category_moves_the_count() -> None:
+    monitor = Monitor()
+    event = {"run": "r", "model": "a", "question": "q", "trial": 0}
+    monitor.ingest({**event, "category": 0})
+    report = monitor.ingest({**event, "category": 1})
+    assert report.corrections == 1
+    status = monitor.status("r")
+    assert status.corrections == 1 and status.trials == 1
+    assert status.models[0].mu == pytest.approx(oracle.bayes(np.array([[1]]))[0])
+
+
+def test_integer_and_string_ids_name_the_same_trial() -> None:
+    monitor = Monitor()
+    monitor.ingest(
+        {"run": "r", "model": "a", "question": 3, "trial": 1, "correct": True}
+    )
+    report = monitor.ingest(
+        {"run": "r", "model": "a", "question": "3", "trial": "1", "correct": True}
+    )
+    assert report.duplicates == 1
+
+
+def test_prior_outcomes_count_as_r0() -> None:
+    results = np.array([[0, 1, 2, 2, 1], [1, 1, 0, 2, 2]])
+    prior = np.array([[0, 2], [1, 2]])
+    weights = [0.0, 0.5, 1.0]
+    monitor = Monitor()
+    monitor.configure(RunConfig(run="r", weights=weights, question_count=2))
+    events = [
+        {
+            "run": "r",
+            "model": "m",
+            "question": q,
+            "trial": t,
+            "category": int(results[q, t]),
+        }
+        for q in range(2)
+        for t in range(5)
+    ] + [
+        {
+            "run": "r",
+            "model": "m",
+            "question": q,
+            "trial": t,
+            "category": int(prior[q, t]),
+            "prior": True,
+        }
+        for q in range(2)
+        for t in range(2)
+    ]
+    monitor.ingest(events)
+    row = monitor.status("r").models[0]
+    assert (row.mu, row.sigma) == pytest.approx(
+        oracle.bayes(results, np.array(weights), prior), abs=TOLERANCE
+    )
+    assert row.trials == 10
+
+
+@pytest.mark.parametrize(
+    ("event", "reason"),
+    [
+        (
+            {"model": "a", "question": 1, "trial": 0, "category": 1},
+            "run: missing field",
+        ),
+        ({"run": "r", "model": "a", "question": 1, "trial": 0}, "needs an outcome"),
+        (
+            {"run": "r", "model": "a", "question": 1, "trial": 0, "category": 7},
+            "category 7 is outside 0..1",
+        ),
+        (
+            {"run": "r", "model": "a", "question": 1, "trial": 0, "category": "1"},
+            "category: Input should be a valid integer",
+        ),
+        (
+            {"run": "r", "model": "a", "question": 1.5, "trial": 0, "category": 1},
+            "question: Input should be a valid string",
+        ),
+        (
+            {"run": "r", "model": "a", "question": 1, "trial": 0, "category": -1},
+            "category: Input should be greater than or equal to 0",
+        ),
+        (
+            {"run": "r", "model": "a", "question": 1, "trial": 0, "correct": "yes"},
+            "correct: Input should be a valid boolean",
+        ),
+        (
+            {"run": "r", "model": "a", "question": 1, "trial": 0, "category": True},
+            "category: Input should be a valid integer",
+        ),
+        (
+            {"run": "other", "model": "a", "question": 1, "trial": 0, "category": 1},
+            "unknown run 'other'; declared runs: r",
+        ),
+        (
+            {"run": "r", "model": "zz", "question": 1, "trial": 0, "category": 1},
+            "model 'zz' is not declared",
+        ),
+        (
+            {"run": "r", "model": "a", "question": 99, "trial": 0, "category": 1},
+            "question '99' is not declared",
+        ),
+    ],
+)
+def test_bad_events_are_rejected_with_a_reason_and_change_no_count(
+    event: dict[str, object], reason: str
+) -> None:
+    monitor = Monitor()
+    monitor.configure(RunConfig(run="r", models=["a", "b"], questions=["1", "2", "3"]))
+    monitor.ingest({"run": "r", "model": "a", "question": 1, "trial": 5, "category": 1})
+    before = monitor.status("r")
+    report = monitor.ingest(event)
+    assert report.accepted == 0 and len(report.rejected) == 1
+    assert reason in report.rejected[0].reason
+    after = monitor.status("r")
+    assert after.models == before.models and after.trials == before.trials
+    letters = monitor.store.dead_letters()
+    assert letters[-1].reason == report.rejected[0].reason
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        ("{broken", "invalid JSON"),
+        ("[]", "empty batch"),
+        ("42", "a trial event must be a JSON object; got int"),
+        ('{"run": "r"}', "model: missing field"),
+        ("x" * (2 << 20), "exceeds the limit"),
+    ],
+)
+def test_bad_payloads_are_rejected_with_a_reason(payload: str, reason: str) -> None:
+    monitor = Monitor()
+    report = monitor.ingest_payload(payload, source="test", position=3)
+    assert report.accepted == 0 and reason in report.rejected[0].reason
+    assert report.rejected[0].position == 3
+    assert monitor.store.dead_letters()[-1].reason == report.rejected[0].reason
+
+
+def test_a_batch_payload_rejects_only_its_bad_elements() -> None:
+    monitor = Monitor()
+    report = monitor.ingest_payload(
+        '[{"run": "r", "model": "a", "question": 1, "trial": 0, "correct": true},'
+        ' {"run": "r", "model": "a", "question": 2}]'
+    )
+    assert report.accepted == 1 and len(report.rejected) == 1
+
+
+def test_a_declared_question_count_caps_distinct_questions_within_a_batch() -> None:
+    monitor = Monitor()
+    monitor.configure(RunConfig(run="r", question_count=2))
+    report = monitor.ingest(
+        [
+            {"run": "r", "model": "a", "question": q, "trial": 0, "correct": True}
+            for q in "xyz"
+        ]
+    )
+    assert report.accepted == 2
+    assert (
+        "would be distinct question 3 of question_count=2" in report.rejected[0].reason
+    )
+    assert monitor.status("r").rejected == 1
+
+
+def test_correct_is_refused_in_a_categorical_run() -> None:
+    monitor = Monitor()
+    monitor.configure(RunConfig(run="r", weights=[0.0, 0.5, 1.0]))
+    report = monitor.ingest(
+        {"run": "r", "model": "a", "question": 1, "trial": 0, "correct": True}
+    )
+    assert "correct is only for binary runs" in report.rejected[0].reason
+
+
+def test_an_open_run_counts_questions_seen_by_any_model() -> None:
+    monitor = Monitor()
+    monitor.ingest(
+        [
+            {"run": "r", "model": "a", "question": "q1", "trial": 0, "correct": True},
+            {"run": "r", "model": "b", "question": "q2", "trial": 0, "correct": False},
+        ]
+    )
+    status = monitor.status("r")
+    assert status.open and status.question_count == 2
+    # a has no trial on q2: that question contributes its prior, as for a declared M.
+    a = next(row for row in status.models if row.model == "a")
+    assert a.mu == pytest.approx((2 / 3 + 1 / 2) / 2)
+
+
+def test_unknown_runs_are_refused_by_status() -> None:
+    with pytest.raises(UnknownRunError):
+        Monitor().status("nope")
+
+
+def test_changing_weights_after_trials_is_refused() -> None:
+    monitor = Monitor()
+    monitor.configure(RunConfig(run="r"))
+    monitor.ingest(
+        {"run": "r", "model": "a", "question": 1, "trial": 0, "correct": True}
+    )
+    with pytest.raises(ConfigError, match="cannot change them"):
+        monitor.configure(RunConfig(run="r", weights=[0.0, 2.0]))
+
+
+def test_an_invalid_config_mapping_names_the_problem() -> None:
+    with pytest.raises(ConfigError, match="give questions or question_count, not both"):
+        Monitor().configure({"run": "r", "questions": [1], "question_count": 1})

@@ -1,0 +1,138 @@
+"""The embedded SQLite store: durability, restart, fire-once, rollback, locking."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from monitor import Monitor, RunConfig, StoreError
+from monitor.sqlite_store import SqliteStore
+from tests.monitor.streams import messy, stream_of
+
+
+def ingest_all(
+    monitor: Monitor, events: Sequence[Mapping[str, object]], chunk: int = 50
+) -> None:
+    for start in range(0, len(events), chunk):
+        monitor.ingest(events[start : start + chunk])
+
+
+def test_a_restart_rebuilds_exactly_the_same_status(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    results = (rng.random((4, 10, 8)) < rng.random((4, 1, 1))).astype(np.int64)
+    events = messy(stream_of(results), rng)
+    path = tmp_path / "state.db"
+    with Monitor(path) as first:
+        first.configure(
+            RunConfig(run="bench", question_count=10, max_trials_per_question=20)
+        )
+        ingest_all(first, events)
+        before = first.status("bench")
+        fired = first.events_after(0)
+    with Monitor(path) as second:
+        assert second.status("bench") == before
+        assert second.events_after(0) == fired
+        assert second.look() == []
+
+
+def test_each_event_fires_once_and_never_again_after_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    events = [
+        {
+            "run": "r",
+            "model": model,
+            "question": q,
+            "trial": t,
+            "correct": model == "good",
+        }
+        for model in ("good", "bad")
+        for q in range(10)
+        for t in range(4)
+    ]
+    with Monitor(path) as monitor:
+        monitor.configure(RunConfig(run="r", question_count=10))
+        ingest_all(monitor, events, chunk=7)
+        kinds = [event.kind for event in monitor.events_after(0)]
+    assert kinds == ["pair_resolved", "model_done", "model_done", "ranking_stable"]
+    with Monitor(path) as monitor:
+        ingest_all(monitor, events)  # all duplicates now
+        assert monitor.look() == []
+        assert [event.kind for event in monitor.events_after(0)] == kinds
+
+
+def test_a_failed_commit_counts_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    with Monitor(path) as monitor:
+        monitor.ingest(
+            {"run": "r", "model": "a", "question": 1, "trial": 0, "correct": True}
+        )
+        before = monitor.status("r")
+        with sqlite3.connect(path) as other:
+            other.execute("DROP TABLE totals")
+        with pytest.raises(StoreError, match="cannot write state file"):
+            monitor.ingest(
+                [
+                    {
+                        "run": "r",
+                        "model": "a",
+                        "question": 1,
+                        "trial": 1,
+                        "correct": True,
+                    },
+                    {
+                        "run": "r",
+                        "model": "a",
+                        "question": 1,
+                        "trial": 0,
+                        "correct": False,
+                    },
+                ]
+            )
+        assert monitor.status("r") == before
+        assert monitor.store.totals("r").trials == 1
+
+
+def test_a_second_writer_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    with (
+        Monitor(path),
+        pytest.raises(StoreError, match="being written by another process"),
+    ):
+        Monitor(path)
+
+
+def test_readers_see_a_live_writer(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    with Monitor(path) as writer:
+        writer.ingest(
+            {"run": "r", "model": "a", "question": 1, "trial": 0, "correct": True}
+        )
+        with Monitor(SqliteStore(path, read_only=True)) as reader:
+            assert reader.status("r").trials == 1
+            with pytest.raises(StoreError, match="read-only"):
+                reader.ingest(
+                    {
+                        "run": "r",
+                        "model": "a",
+                        "question": 1,
+                        "trial": 1,
+                        "correct": True,
+                    }
+                )
+
+
+def test_dead_letters_keep_the_raw_input_and_reason(tmp_path: Path) -> None:
+    with Monitor(tmp_path / "state.db") as monitor:
+        monitor.ingest_payload("{oops", source="file:x.jsonl", position=7)
+        (letter,) = monitor.store.dead_letters()
+    assert (letter.source, letter.position, letter.raw) == ("file:x.jsonl", 7, "{oops")
+    assert letter.reason.startswith("invalid JSON")
+
+
+def test_a_missing_state_file_cannot_be_read(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="no state file"):
+        SqliteStore(tmp_path / "none.db", read_only=True)
