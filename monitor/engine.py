@@ -125,8 +125,11 @@ class Monitor:
         self.close()
 
     def close(self) -> None:
-        """Close the store."""
-        self._store.close()
+        """Fire the events pending since the last look, then close the store."""
+        try:
+            self._look_dirty(self._clock(), force=True)
+        finally:
+            self._store.close()
 
     @property
     def store(self) -> Store:
@@ -443,7 +446,12 @@ class Monitor:
         return self._look_dirty(self._clock(), force=True, only=runs)
 
     def events_after(self, seq: int = 0, run: str | None = None) -> list[StoredEvent]:
-        """Fired events after sequence number ``seq`` (a resume point)."""
+        """Fired events after sequence number ``seq`` (a resume point).
+
+        Looks at runs with trials since their last look first, so events
+        their counts imply are included.
+        """
+        self._look_dirty(self._clock(), force=True)
         return self._store.events_after(seq, run)
 
     def subscribe(self, listener: Callable[[StoredEvent], None]) -> None:
