@@ -28,9 +28,10 @@ from monitor.engine import IngestReport, Monitor
 from monitor.errors import MonitorError
 from monitor.schema import Status
 from monitor.scoring import Scoreboard, score_matrix, score_tables, tables_from_trials
+from monitor.simulation import MODEL_SETS, simulate
 from monitor.sqlite_store import SqliteStore
 from monitor.store import StoredEvent
-from monitor.view import scoreboard_table, status_view, terminal
+from monitor.view import scoreboard_table, simulation_view, status_view, terminal
 from monitor.watching import watch
 
 DEFAULT_STATE = Path("scorio-monitor.db")
@@ -120,6 +121,31 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(handler=run_status)
 
+    simulation = commands.add_parser(
+        "simulate",
+        help="the paper's biased-coin models driven through the monitor's own loop",
+        description=(
+            "Simulate a benchmark: biased-coin models with per-question difficulty "
+            "(Beta around each model's mean), driven through the engine: ask next, "
+            "draw outcomes, ingest, until no model needs trials. Prints the trials "
+            "used against the paper's fixed N=80 and the final grouping against the "
+            "true order."
+        ),
+    )
+    simulation.add_argument("--models", choices=sorted(MODEL_SETS), default="paper11")
+    simulation.add_argument(
+        "--rule", choices=["sequential", "paper"], default="sequential"
+    )
+    simulation.add_argument("--seed", type=int, default=0)
+    simulation.add_argument(
+        "--cap", type=int, default=80, help="max trials per question"
+    )
+    simulation.add_argument(
+        "--kappa", type=float, default=None, help="Beta concentration"
+    )
+    simulation.add_argument("--json", action="store_true", help="print JSON")
+    simulation.set_defaults(handler=run_simulate)
+
     plan = commands.add_parser("next", help="which trials to run next")
     plan.add_argument("--state", type=Path, default=DEFAULT_STATE, help="state file")
     plan.add_argument("--run", required=True, help="the run")
@@ -202,6 +228,36 @@ def run_next(arguments: argparse.Namespace) -> int:
     else:
         for item in items:
             print(f"{item.model}\t{item.question}\t{item.trials}")
+    return 0
+
+
+def run_simulate(arguments: argparse.Namespace) -> int:
+    means, kappa = MODEL_SETS[arguments.models]
+    result = simulate(
+        means,
+        rule=arguments.rule,
+        budget_per_question=arguments.cap,
+        kappa=arguments.kappa or kappa,
+        seed=arguments.seed,
+    )
+    if arguments.json:
+        report = {
+            "models": arguments.models,
+            "rule": arguments.rule,
+            "seed": arguments.seed,
+            "trials": result.trials,
+            "fixed_n80_trials": result.fixed_trials,
+            "savings": 1.0 - result.trials / result.fixed_trials,
+            "false_claims": result.false_claims,
+            "resolved_pairs": result.resolved_pairs,
+            "resolvable_pairs": result.resolvable_pairs,
+            "true_means": result.true_means,
+            "status": result.status.model_dump(mode="json"),
+        }
+        print(json.dumps(report, indent=2))
+        return 0
+    console = terminal()
+    console.print(simulation_view(result))
     return 0
 
 

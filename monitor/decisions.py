@@ -135,9 +135,9 @@ def decide(
         if position and boundaries[position - 1].resolved:
             group += 1
         groups[name] = group
-    ranks = {
-        name: 1 + int(np.sum(mu > mu[position])) for position, name in enumerate(names)
-    }
+    # Competition ranks: 1 + the number of strictly better means.
+    better = (mu[None, :] > mu[:, None]).sum(axis=1)
+    ranks = dict(zip(names, (1 + better).tolist(), strict=True))
 
     needs: set[str] = set()
     predicted: dict[str, int | None] = {}

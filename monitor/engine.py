@@ -434,8 +434,17 @@ class Monitor:
         models = [name for name in decision.order if name in decision.needs_trials]
         question_trials = {model: state.question_trials(model) for model in models}
         return plan(
-            models, question_trials, budget, state.config.max_trials_per_question
+            models,
+            question_trials,
+            budget,
+            state.config.max_trials_per_question,
+            state.cost_shares(models),
         )
+
+    def models_needing_trials(self, run: str) -> list[str]:
+        """The run's models that still need trials, best first."""
+        decision = self._decision(run)
+        return [name for name in decision.order if name in decision.needs_trials]
 
     def look(self, run: str | None = None) -> list[StoredEvent]:
         """Recompute decisions now and fire new events."""

@@ -9,6 +9,7 @@ is the same for all models.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +20,7 @@ from monitor.ledger import NEW
 from monitor.schema import MAX_ID_LENGTH, RunConfig, TrialEvent
 from monitor.store import ModelCounts, TrialBatch
 from scorio_core import CountTable
+from scorio_core.posterior import clipped_interval, z_value
 
 
 @dataclass(slots=True)
@@ -37,6 +39,7 @@ class RunState:
         self.config = config
         self.declared = declared
         self.rule = build_rule(config)
+        self._z = z_value(config.confidence)
         self.tables: dict[str, CountTable] = {}
         self.costs: dict[str, ModelCost] = {}
         self.questions: list[str] = list(config.questions or [])
@@ -213,16 +216,18 @@ class RunState:
     def standings(self, confidence: float) -> list[Standing]:
         """Each model's posterior and sampling, for :func:`decide`."""
         result = []
+        z = self._z if confidence == self.config.confidence else z_value(confidence)
         for model, table in self.tables.items():
             if not table.is_synced:
                 # Exact sums make statuses independent of arrival order.
                 table.resync()
-            low, high = table.interval(confidence, table.score_range)
+            mu, sigma = table.mu, table.sigma
+            low, high = clipped_interval(mu, z * sigma, table.score_range)
             result.append(
                 Standing(
                     model=model,
-                    mu=table.mu,
-                    sigma=table.sigma,
+                    mu=mu,
+                    sigma=sigma,
                     lo=low,
                     hi=high,
                     trials=table.trial_count,
@@ -232,15 +237,44 @@ class RunState:
             )
         return result
 
+    def cost_shares(self, models: list[str]) -> dict[str, float] | None:
+        """Relative trial shares ``1 / sqrt(cost)`` when costs were reported.
+
+        For two models resolving a pair, ``n_a / n_b = sqrt(c_b / c_a)``
+        reaches a given precision at least cost (with equal per-trial
+        variances). Models without a reported cost count at the mean cost;
+        seconds and tokens are never mixed (seconds win when any model has
+        them).
+        """
+        seconds = {
+            m: c.seconds / c.trials
+            for m, c in self.costs.items()
+            if c.trials and c.seconds > 0
+        }
+        tokens = {
+            m: c.tokens / c.trials
+            for m, c in self.costs.items()
+            if c.trials and c.tokens > 0
+        }
+        known = seconds or tokens
+        if not known:
+            return None
+        mean = sum(known.values()) / len(known)
+        return {model: 1.0 / math.sqrt(known.get(model, mean)) for model in models}
+
     def least_sampled(self, model: str) -> int:
         """Fewest observed trials on any of the run's ``M`` questions."""
         return self.tables[model].least_question_trials
 
     def question_trials(self, model: str) -> dict[str, int]:
         """Observed trials per known question (zero for unseen ones)."""
-        table = self.table(model)
-        counts = dict(zip(table.questions, table.question_trials.tolist(), strict=True))
-        return {question: int(counts.get(question, 0)) for question in self.questions}
+        return dict(
+            zip(
+                self.questions,
+                self.table(model).trials_for(self.questions),
+                strict=True,
+            )
+        )
 
 
 def _id_problem(model: str, question: str, trial: str) -> str | None:

@@ -9,11 +9,18 @@ that they average to ``mu`` exactly, keeping tied models exactly tied.
 
 from __future__ import annotations
 
+import itertools
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
 from numpy.typing import NDArray
 
+from monitor.engine import Monitor
+from monitor.schema import RunConfig, Status
+
+# The paper's protocol: every model gets this many trials per question.
+FIXED_N: Final = 80
 # The paper's 11 models (Table 1); models 4 and 5 are exactly tied.
 PAPER_MEANS: Final = (
     0.2332,
@@ -53,6 +60,11 @@ AIME20_MEANS: Final = (
 )
 
 
+# Named model sets for `simulate`: means and the Beta concentration that
+# makes them resemble their benchmark (kappa = 5: the paper; 1: AIME-like).
+MODEL_SETS: Final = {"paper11": (PAPER_MEANS, 5.0), "aime20": (AIME20_MEANS, 1.0)}
+
+
 def draw_world(
     means: tuple[float, ...] | list[float],
     question_count: int,
@@ -82,3 +94,98 @@ def draw_results(
     """A ``models x questions x trials`` binary results tensor."""
     draws = rng.random((*probabilities.shape, trials))
     return (draws < probabilities[:, :, None]).astype(np.int8)
+
+
+@dataclass(frozen=True, slots=True)
+class SimulationResult:
+    """One simulated run driven through the engine.
+
+    ``false_claims`` counts ordered pairs the final grouping puts in a better
+    group although the model is truly equal or worse; ``resolved_pairs``
+    counts adjacent (in the true order), truly different pairs that end in
+    different groups the right way round.
+    """
+
+    status: Status
+    true_means: dict[str, float]
+    fixed_trials: int
+    false_claims: int
+    resolved_pairs: int
+    resolvable_pairs: int
+    steps: int
+
+    @property
+    def trials(self) -> int:
+        return self.status.trials
+
+
+def simulate(
+    means: tuple[float, ...] | list[float],
+    *,
+    rule: str = "sequential",
+    budget_per_question: int = 80,
+    question_count: int = 30,
+    kappa: float = 5.0,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> SimulationResult:
+    """Drive the real engine with biased-coin models until nothing needs trials.
+
+    Each step asks ``next`` for one trial per model that needs trials, draws
+    the outcomes from the simulated world and ingests them; the engine looks
+    after every step, i.e. after every trial of every model.
+    """
+    rng = np.random.default_rng(seed)
+    world = draw_world(means, question_count, kappa, rng)
+    names = [f"model{index + 1:02d}" for index in range(len(means))]
+    monitor = Monitor(look_interval_s=0.0)
+    monitor.configure(
+        RunConfig(
+            run="sim",
+            questions=[str(q) for q in range(question_count)],
+            models=names,
+            rule=rule,  # type: ignore[arg-type]
+            confidence=confidence,
+            max_trials_per_question=budget_per_question,
+        )
+    )
+    next_trial = np.zeros((len(means), question_count), dtype=np.int64)
+    steps = 0
+    while True:
+        plan = monitor.next("sim", len(monitor.models_needing_trials("sim")))
+        if not plan:
+            break
+        steps += 1
+        models, questions, trials, outcomes = [], [], [], []
+        for item in plan:
+            m, q = names.index(item.model), int(item.question)
+            for _ in range(item.trials):
+                models.append(item.model)
+                questions.append(item.question)
+                trials.append(int(next_trial[m, q]))
+                next_trial[m, q] += 1
+                outcomes.append(int(rng.random() < world[m, q]))
+        monitor.ingest_columns("sim", models, questions, trials, np.array(outcomes))
+    status = monitor.status("sim")
+    monitor.close()
+    groups = {row.model: row.group for row in status.models}
+    truth = {name: float(mean) for name, mean in zip(names, means, strict=True)}
+    false_claims = sum(
+        1
+        for a in names
+        for b in names
+        if truth[a] <= truth[b] and a != b and groups[a] < groups[b]
+    )
+    true_order = sorted(names, key=lambda name: -truth[name])
+    adjacent = list(itertools.pairwise(true_order))
+    resolvable = [(a, b) for a, b in adjacent if truth[a] > truth[b]]
+    resolved = sum(1 for a, b in resolvable if groups[a] < groups[b])
+    return SimulationResult(
+        status=status,
+        true_means=truth,
+        fixed_trials=len(means) * question_count * FIXED_N,
+        false_claims=false_claims,
+        resolved_pairs=resolved,
+        resolvable_pairs=len(resolvable),
+        steps=steps,
+    )

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from monitor.schema import Status
 from monitor.scoring import Scoreboard
+from monitor.simulation import SimulationResult
 from monitor.store import StoredEvent
 
 _BAR_WIDTH = 20
@@ -141,3 +142,39 @@ def describe_event(event: StoredEvent) -> str:
     if event.kind == "budget_exhausted":
         return f"budget_exhausted: {payload.get('models')}"
     return f"{event.kind}"
+
+
+def simulation_view(result: SimulationResult) -> Group:
+    """A simulated run: trials against fixed N=80, grouping against the truth."""
+    status = result.status
+    truth = result.true_means
+    true_rank = {
+        name: 1 + sum(other > mean for other in truth.values())
+        for name, mean in truth.items()
+    }
+    table = Table(
+        title=f"simulated · rule {status.rule} · M={status.question_count}",
+        title_justify="left",
+    )
+    for header in ("group", "model", "true mean", "true rank", "mu", "sigma", "trials"):
+        table.add_column(header, justify="left" if header == "model" else "right")
+    for row in status.models:
+        table.add_row(
+            str(row.group),
+            row.model,
+            f"{truth[row.model]:.4f}",
+            str(true_rank[row.model]),
+            f"{row.mu:.4f}",
+            f"{row.sigma:.4f}",
+            str(row.trials),
+        )
+    saving = 1.0 - result.trials / result.fixed_trials
+    summary = Text(
+        f"trials used: {result.trials:,} vs {result.fixed_trials:,} at fixed N=80 "
+        f"({saving:+.0%} saved)\n"
+        f"pairs resolved (adjacent, truly different): {result.resolved_pairs} of "
+        f"{result.resolvable_pairs}\n"
+        f"false claims (a truly equal or worse model in a better group): "
+        f"{result.false_claims}"
+    )
+    return Group(table, summary)

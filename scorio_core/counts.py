@@ -28,8 +28,9 @@ from scorio_core import _validation as check
 from scorio_core.posterior import (
     Posterior,
     ScaledWeights,
-    credible_interval,
+    clipped_interval,
     row_term,
+    z_value,
 )
 
 _MIN_RESYNC_INTERVAL: Final = 1024
@@ -456,6 +457,11 @@ class CountTable:
         """Observed trials per question, in :attr:`questions` order."""
         return _readonly(np.array(self._row_trials, dtype=np.int64))
 
+    def trials_for(self, questions: Sequence[Hashable]) -> list[int]:
+        """Observed trials of each given question (0 for unseen ones)."""
+        rows, trials = self._rows, self._row_trials
+        return [trials[rows[q]] if q in rows else 0 for q in questions]
+
     @property
     def least_question_trials(self) -> int:
         """Fewest observed trials on any of the ``M`` questions (0 if any unseen)."""
@@ -493,8 +499,8 @@ class CountTable:
         self, confidence: float = 0.95, bounds: tuple[float, float] | None = None
     ) -> tuple[float, float]:
         """Credible interval ``mu +- z sigma``, optionally clipped to ``bounds``."""
-        posterior = self.posterior
-        return credible_interval(posterior.mu, posterior.sigma, confidence, bounds)
+        clip = check.bounds(bounds)
+        return clipped_interval(self.mu, z_value(confidence) * self.sigma, clip)
 
     @property
     def score_range(self) -> tuple[float, float]:

@@ -126,13 +126,23 @@ def credible_interval(
         raise ValueError(f"sigma must be >= 0; got {sigma!r}")
     center = check.real(mu, "mu")
     clip = check.bounds(bounds)
-    half_width = z_value(confidence) * spread
+    return clipped_interval(center, z_value(confidence) * spread, clip)
+
+
+def clipped_interval(
+    center: float, half_width: float, bounds: tuple[float, float] | None
+) -> tuple[float, float]:
+    """``center +- half_width`` clipped into ``bounds``: the trusting kernel.
+
+    :func:`credible_interval` checks its arguments and calls this; hot paths
+    that already hold valid numbers call it directly.
+    """
     low, high = center - half_width, center + half_width
-    if clip is not None:
+    if bounds is not None:
         # Clip both ends into the range; clipping one side only could invert
         # the interval when mu itself lies outside it.
-        low = min(max(low, clip[0]), clip[1])
-        high = min(max(high, clip[0]), clip[1])
+        low = min(max(low, bounds[0]), bounds[1])
+        high = min(max(high, bounds[0]), bounds[1])
     return float(low), float(high)
 
 

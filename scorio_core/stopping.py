@@ -359,20 +359,33 @@ def resolve_boundaries(
             f"settled, margin and futile must be square and alike; got "
             f"{settled_matrix.shape}, {margin_matrix.shape}, {futile_matrix.shape}"
         )
+    # Boundary k is open when some pair (i <= k < j) fails: the OR over the
+    # block, computed for all k at once with running ORs along rows and columns.
+    upper = np.triu(np.ones((size, size), dtype=bool), 1)
+    failing = _block_any(upper & ~settled_matrix)
+    futile_any = _block_any(upper & futile_matrix & ~settled_matrix)
     states = []
     for index in range(size - 1):
         block = (slice(0, index + 1), slice(index + 1, size))
         cross = margin_matrix[block]
         row, column = divmod(int(np.argmin(cross)), cross.shape[1])
-        resolved = bool(settled_matrix[block].all())
         states.append(
             BoundaryState(
                 index=index,
-                resolved=resolved,
-                futile=not resolved
-                and bool((futile_matrix[block] & ~settled_matrix[block]).any()),
+                resolved=not failing[index],
+                futile=bool(failing[index] and futile_any[index]),
                 weakest=(row, index + 1 + column),
                 margin=float(cross[row, column]),
             )
         )
     return states
+
+
+def _block_any(flags: NDArray[np.bool_]) -> NDArray[np.bool_]:
+    """``out[k] = flags[:k+1, k+1:].any()`` for every boundary ``k``."""
+    size = flags.shape[0]
+    if size < 2:
+        return np.zeros(0, dtype=bool)
+    tail = np.logical_or.accumulate(flags[:, ::-1], axis=1)[:, ::-1]
+    prefix = np.logical_or.accumulate(tail, axis=0)
+    return np.asarray(prefix[np.arange(size - 1), np.arange(1, size)], dtype=bool)
