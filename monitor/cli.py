@@ -216,7 +216,7 @@ def run_status(arguments: argparse.Namespace) -> int:
         else:
             console = terminal()
             for status in statuses:
-                console.print(status_view(status, monitor.events_after(0, status.run)))
+                console.print(status_view(status, monitor.events_after(status.run)))
     return 0
 
 

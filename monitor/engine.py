@@ -454,14 +454,14 @@ class Monitor:
             self._dirty.add(name)
         return self._look_dirty(self._clock(), force=True, only=runs)
 
-    def events_after(self, seq: int = 0, run: str | None = None) -> list[StoredEvent]:
+    def events_after(self, run: str, seq: int = 0) -> list[StoredEvent]:
         """Fired events after sequence number ``seq`` (a resume point).
 
         Looks at runs with trials since their last look first, so events
         their counts imply are included.
         """
         self._look_dirty(self._clock(), force=True)
-        return self._store.events_after(seq, run)
+        return self._store.events_after(run, seq)
 
     def subscribe(self, listener: Callable[[StoredEvent], None]) -> None:
         """Call ``listener`` with every event as it fires."""

@@ -87,9 +87,13 @@ class Store(Protocol):
         ...
 
     def events_after(
-        self, seq: int, run: str | None = None, limit: int = 1000
+        self, run: str, seq: int = 0, limit: int = 1000
     ) -> list[StoredEvent]:
-        """Fired events with a sequence number above ``seq``."""
+        """The run's fired events with a sequence number above ``seq``, in order.
+
+        Sequence numbers increase in firing order within a run (they may be
+        shared across runs, with gaps); ``seq`` is a client's resume point.
+        """
         ...
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:

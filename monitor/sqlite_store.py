@@ -222,17 +222,14 @@ class SqliteStore:
         return fired
 
     def events_after(
-        self, seq: int, run: str | None = None, limit: int = 1000
+        self, run: str, seq: int = 0, limit: int = 1000
     ) -> list[StoredEvent]:
-        query = "SELECT seq, run, kind, subject, payload, ts FROM events WHERE seq > ?"
-        parameters: list[object] = [seq]
-        if run is not None:
-            query += " AND run = ?"
-            parameters.append(run)
-        query += " ORDER BY seq LIMIT ?"
-        parameters.append(limit)
         try:
-            rows = self._db.execute(query, parameters).fetchall()
+            rows = self._db.execute(
+                "SELECT seq, run, kind, subject, payload, ts FROM events "
+                "WHERE run = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (run, seq, limit),
+            ).fetchall()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot read events: {exc}") from exc
         return [

@@ -357,9 +357,9 @@ class MemoryStore:
         return fired
 
     def events_after(
-        self, seq: int, run: str | None = None, limit: int = 1000
+        self, run: str, seq: int = 0, limit: int = 1000
     ) -> list[StoredEvent]:
-        selected = [e for e in self._events[seq:] if run is None or e.run == run]
+        selected = [e for e in self._events[seq:] if e.run == run]
         return selected[:limit]
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:

@@ -32,10 +32,10 @@ def test_a_restart_rebuilds_exactly_the_same_status(tmp_path: Path) -> None:
         )
         ingest_all(first, events)
         before = first.status("bench")
-        fired = first.events_after(0)
+        fired = first.events_after("bench")
     with Monitor(path) as second:
         assert second.status("bench") == before
-        assert second.events_after(0) == fired
+        assert second.events_after("bench") == fired
         assert second.look() == []
 
 
@@ -56,12 +56,12 @@ def test_each_event_fires_once_and_never_again_after_a_restart(tmp_path: Path) -
     with Monitor(path) as monitor:
         monitor.configure(RunConfig(run="r", question_count=10))
         ingest_all(monitor, events, chunk=7)
-        kinds = [event.kind for event in monitor.events_after(0)]
+        kinds = [event.kind for event in monitor.events_after("r")]
     assert kinds == ["pair_resolved", "model_done", "model_done", "ranking_stable"]
     with Monitor(path) as monitor:
         ingest_all(monitor, events)  # all duplicates now
         assert monitor.look() == []
-        assert [event.kind for event in monitor.events_after(0)] == kinds
+        assert [event.kind for event in monitor.events_after("r")] == kinds
 
 
 def test_a_failed_commit_counts_nothing(tmp_path: Path) -> None:

@@ -1,0 +1,204 @@
+"""Real service processes for tests: redis-server and mosquitto on free ports.
+
+Each server runs from the session's temp directory with persistence off
+unless a test asks for it, answers before the fixture returns, and is
+stopped (and waited for) on teardown. A missing binary skips the test on a
+developer machine but fails it when ``CI`` is set.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def require_binary(name: str) -> str:
+    path = shutil.which(name) or next(
+        (
+            candidate
+            for candidate in (f"/usr/sbin/{name}", f"/usr/bin/{name}")
+            if Path(candidate).exists()
+        ),
+        None,
+    )
+    if path is None:
+        message = f"{name} is not installed (apt-get install {name})"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+def wait_for_port(
+    port: int, process: subprocess.Popen[bytes], timeout_s: float = 10.0
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited early with code {process.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port} after {timeout_s} s")
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+@dataclass
+class RedisServer:
+    """A redis-server of our own; ``restart`` keeps the port (and AOF data)."""
+
+    binary: str
+    port: int
+    folder: Path
+    persistent: bool
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        options = (
+            ["--appendonly", "yes", "--appendfsync", "always", "--save", ""]
+            if self.persistent
+            else ["--save", "", "--appendonly", "no"]
+        )
+        self.process = subprocess.Popen(
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.folder),
+                "--daemonize",
+                "no",
+                *options,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_for_port(self.port, self.process)
+        self._wait_until_loaded()
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop(self.process)
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def _wait_until_loaded(self) -> None:
+        import redis
+
+        client = redis.Redis(port=self.port)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if client.ping():
+                    return
+            except redis.exceptions.BusyLoadingError:
+                time.sleep(0.05)
+            except redis.exceptions.ConnectionError:
+                time.sleep(0.05)
+        raise RuntimeError("redis did not answer PING")
+
+
+@dataclass
+class MosquittoBroker:
+    """A mosquitto of our own with a config file in a temp folder."""
+
+    binary: str
+    port: int
+    folder: Path
+    extra_config: str = ""
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"mqtt://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        config = self.folder / "mosquitto.conf"
+        config.write_text(
+            f"listener {self.port} 127.0.0.1\n"
+            "allow_anonymous true\n"
+            f"persistence true\npersistence_location {self.folder}/\n"
+            "max_queued_messages 100000\n"
+            "max_inflight_messages 100\n"
+            f"{self.extra_config}"
+        )
+        self.process = subprocess.Popen(
+            [self.binary, "-c", str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_for_port(self.port, self.process)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop(self.process)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+@contextmanager
+def redis_server(folder: Path, persistent: bool = False) -> Iterator[RedisServer]:
+    server = RedisServer(
+        require_binary("redis-server"), free_port(), folder, persistent
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@contextmanager
+def mosquitto_broker(folder: Path, extra_config: str = "") -> Iterator[MosquittoBroker]:
+    broker = MosquittoBroker(
+        require_binary("mosquitto"), free_port(), folder, extra_config
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
