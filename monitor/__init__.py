@@ -4,7 +4,7 @@
 notebook or a script can ingest trials and read statuses without a service.
 """
 
-from monitor.engine import IngestReport, Monitor
+from monitor.engine import Monitor
 from monitor.errors import (
     ConfigError,
     MonitorError,
@@ -23,7 +23,7 @@ from monitor.schema import (
     Status,
     TrialEvent,
 )
-from monitor.store import StoredEvent
+from monitor.store import IngestReport, StoredEvent
 
 __all__ = [
     "ConfigError",

@@ -24,13 +24,13 @@ from rich.live import Live
 from adapters.jsonl import Cursor, JsonLines
 from adapters.results_files import RowError, load_results_npz, read_trial_rows
 from monitor.config import load_run_configs
-from monitor.engine import IngestReport, Monitor
+from monitor.engine import Monitor
 from monitor.errors import MonitorError
 from monitor.schema import Status
 from monitor.scoring import Scoreboard, score_matrix, score_tables, tables_from_trials
 from monitor.simulation import MODEL_SETS, simulate
 from monitor.sqlite_store import SqliteStore
-from monitor.store import StoredEvent
+from monitor.store import IngestReport, StoredEvent
 from monitor.view import scoreboard_table, simulation_view, status_view, terminal
 from monitor.watching import watch
 

@@ -1,15 +1,28 @@
-"""Reading run configurations from TOML files.
+"""Configuration files: run declarations and the service config.
 
 A run file holds one run's keys at the top level, or a ``[[runs]]`` array of
-such tables (DESIGN.md section 4). Errors name the file and the problem.
+such tables. A service file (``serve --config``) has optional sections
+``[store]``, ``[mqtt]``, ``[redis_stream]``, ``[http]`` and ``[[runs]]``
+(DESIGN.md section 4). Errors name the file and the problem.
 """
 
 from __future__ import annotations
 
+import socket
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Annotated, Any, Literal, Self
+from urllib.parse import unquote, urlsplit
 
-from pydantic import ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from monitor.errors import ConfigError
 from monitor.parsing import describe_validation_error
@@ -41,3 +54,171 @@ def load_run_configs(path: Path) -> list[RunConfig]:
             where = f"{path} [[runs]] #{index + 1}" if "runs" in document else str(path)
             raise ConfigError(f"{where}: {describe_validation_error(exc)}") from exc
     return configs
+
+
+class StoreSettings(BaseModel):
+    """``[store]``: where counts live (``sqlite`` by default)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["sqlite", "memory", "redis"] = "sqlite"
+    path: str = "scorio-monitor.db"
+    url: str | None = None
+    prefix: str = "scorio"
+    synchronous: Literal["FULL", "NORMAL"] = "FULL"
+
+    @model_validator(mode="after")
+    def _redis_needs_url(self) -> Self:
+        if self.kind == "redis" and not self.url:
+            raise ValueError("store kind redis needs url = redis://host:port/db")
+        return self
+
+
+class MqttSettings(BaseModel):
+    """``[mqtt]``: the MQTT source of trials and publisher of status and events."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: str
+    topic_prefix: str = "scorio"
+    shared_group: str | None = None
+    client_id: str = Field(
+        default_factory=lambda: f"scorio-monitor-{socket.gethostname()}"
+    )
+    max_batch: Annotated[int, Field(ge=1, le=10_000)] = 500
+    keepalive_s: Annotated[int, Field(ge=5)] = 30
+    tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _mqtt_url(cls, url: str) -> str:
+        parts = urlsplit(url)
+        if parts.scheme not in ("mqtt", "mqtts") or not parts.hostname:
+            raise ValueError(
+                f"mqtt url must look like mqtt://user:pass@host:1883; got {url!r}"
+            )
+        return url
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.url).hostname or "127.0.0.1"
+
+    @property
+    def port(self) -> int:
+        parts = urlsplit(self.url)
+        return parts.port or (8883 if parts.scheme == "mqtts" else 1883)
+
+    @property
+    def username(self) -> str | None:
+        name = urlsplit(self.url).username
+        return unquote(name) if name else None
+
+    @property
+    def password(self) -> str | None:
+        secret = urlsplit(self.url).password
+        return unquote(secret) if secret else None
+
+    @property
+    def uses_tls(self) -> bool:
+        return urlsplit(self.url).scheme == "mqtts" or self.tls_ca_file is not None
+
+
+class RedisStreamSettings(BaseModel):
+    """``[redis_stream]``: the Redis Streams source (a consumer group per stream)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: str
+    prefix: str = "scorio"
+    group: str = "monitor"
+    consumer: str = Field(
+        default_factory=lambda: f"scorio-monitor-{socket.gethostname()}"
+    )
+    batch_size: Annotated[int, Field(ge=1, le=10_000)] = 500
+    block_ms: Annotated[int, Field(ge=1)] = 500
+    claim_idle_ms: Annotated[int, Field(ge=100)] = 30_000
+    max_deliveries: Annotated[int, Field(ge=1)] = 5
+    discover_interval_s: Annotated[float, Field(gt=0.0)] = 5.0
+
+
+class HttpSettings(BaseModel):
+    """``[http]``: the API, dashboard and ``/metrics``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    listen: str = "127.0.0.1:8000"
+    token: str | None = None
+    max_body_bytes: Annotated[int, Field(ge=1024)] = 1 << 20
+
+    @property
+    def host(self) -> str:
+        return self.listen.rsplit(":", 1)[0] or "127.0.0.1"
+
+    @property
+    def port(self) -> int:
+        return int(self.listen.rsplit(":", 1)[1])
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, listen: str) -> str:
+        host, _, port = listen.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"listen must be host:port; got {listen!r}")
+        return listen
+
+
+class ServiceConfig(BaseModel):
+    """A ``serve --config`` file; every section optional."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    store: StoreSettings = StoreSettings()
+    mqtt: MqttSettings | None = None
+    redis_stream: RedisStreamSettings | None = None
+    http: HttpSettings = HttpSettings()
+    runs: list[RunConfig] = Field(default_factory=list)
+    look_interval_s: Annotated[float, Field(ge=0.0)] = 0.05
+    status_interval_s: Annotated[float, Field(ge=0.0)] = 0.05
+
+
+_SECTIONS: dict[str, type[BaseModel]] = {
+    "store": StoreSettings,
+    "mqtt": MqttSettings,
+    "redis_stream": RedisStreamSettings,
+    "http": HttpSettings,
+}
+
+
+def load_service_config(path: Path | None, environ: Mapping[str, str]) -> ServiceConfig:
+    """A service config from TOML, overlaid by ``SCORIO_MONITOR_<SECTION>_<KEY>``.
+
+    Environment values win over the file (keep secrets such as passwords
+    out of it); setting one key of a section that the file lacks enables
+    that section.
+
+    Raises:
+        ConfigError: for a missing or invalid file or value.
+    """
+    document: dict[str, Any] = {}
+    if path is not None:
+        try:
+            document = tomllib.loads(path.read_text())
+        except FileNotFoundError as exc:
+            raise ConfigError(f"no config file at {path}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
+    for section, model in _SECTIONS.items():
+        for key in model.model_fields:
+            value = environ.get(f"SCORIO_MONITOR_{section}_{key}".upper())
+            if value is not None:
+                table = document.setdefault(section, {})
+                if not isinstance(table, dict):
+                    raise ConfigError(f"[{section}] must be a table")
+                table[key] = value
+    try:
+        return ServiceConfig.model_validate(document)
+    except ValidationError as exc:
+        where = str(path) if path is not None else "environment"
+        raise ConfigError(f"{where}: {describe_validation_error(exc)}") from exc

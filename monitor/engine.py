@@ -15,7 +15,6 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from types import TracebackType
 
 import numpy as np
@@ -33,7 +32,7 @@ from monitor.parsing import (
     parse_object,
     parse_payload,
 )
-from monitor.run import RunState
+from monitor.run import Refusal, RunState
 from monitor.schema import (
     ModelStatus,
     NextItem,
@@ -47,6 +46,7 @@ from monitor.sqlite_store import SqliteStore
 from monitor.store import (
     Batch,
     DeadLetter,
+    IngestReport,
     MemoryStore,
     PendingEvent,
     StoredEvent,
@@ -54,17 +54,6 @@ from monitor.store import (
 )
 
 EventInput = Mapping[str, object] | TrialEvent
-
-
-@dataclass(frozen=True, slots=True)
-class IngestReport:
-    """What one ingest call did."""
-
-    accepted: int
-    duplicates: int
-    corrections: int
-    rejected: tuple[Rejection, ...]
-    events: tuple[StoredEvent, ...]
 
 
 class Monitor:
@@ -203,23 +192,25 @@ class Monitor:
         self,
         items: Sequence[Parsed],
         *,
-        source: str = "",
+        source: str | Sequence[str] = "",
         positions: Sequence[int | None] | None = None,
         cursor: tuple[str, str] | None = None,
     ) -> IngestReport:
         """Count parsed items; rejections are dead-lettered, never counted.
 
-        ``positions`` (e.g. line numbers, one per item) locate rejections for
-        the user. ``cursor`` (name, position) is committed atomically with
-        the trials, so a source resuming from it neither skips nor repeats.
+        ``source`` (one for all, or one per item) and ``positions`` (e.g. line
+        numbers, one per item) locate rejections for the user. ``cursor``
+        (name, position) is committed atomically with the trials, so a source
+        resuming from it neither skips nor repeats.
         """
         where = list(positions) if positions is not None else [None] * len(items)
+        origins = [source] * len(items) if isinstance(source, str) else list(source)
         now = self._clock()
         batches: dict[str, TrialBatch] = {}
         letters: list[DeadLetter] = []
         rejections: list[Rejection] = []
         new_questions: dict[str, set[str]] = {}
-        for item, position in zip(items, where, strict=True):
+        for item, position, origin in zip(items, where, origins, strict=True):
             if isinstance(item, Rejection):
                 rejections.append(item)
                 # Count it against the run it named, if that run exists.
@@ -231,13 +222,13 @@ class Monitor:
                 letters.append(_dead_letter(item, known, now))
                 continue
             state = self._run_for_event(item.run)
-            problem = (
-                self._unknown_run_reason(item.run)
+            problem: Refusal | None = (
+                ("unknown_run", self._unknown_run_reason(item.run))
                 if state is None
                 else state.rejection(item, new_questions.setdefault(item.run, set()))
             )
             if problem is not None:
-                rejection = _event_rejection(item, problem, source, position)
+                rejection = _event_rejection(item, problem, origin, position)
                 rejections.append(rejection)
                 letters.append(
                     _dead_letter(rejection, None if state is None else item.run, now)
@@ -309,29 +300,20 @@ class Monitor:
         )
         now = self._clock()
         bad = state.column_problems(batch)
-        letters = [
-            DeadLetter(
-                source="columns",
-                reason=reason,
-                raw=_row_text(batch, index),
-                run=run,
-                position=index,
-                received_s=now,
-            )
-            for index, reason in bad
-        ]
-        if bad:
-            batch = batch.without({index for index, _ in bad})
         rejections = [
             Rejection(
-                reason=letter.reason,
+                reason=reason,
+                kind=kind,
                 source="columns",
-                position=letter.position,
-                raw=letter.raw,
+                position=index,
+                raw=_row_text(batch, index),
                 run=run,
             )
-            for letter in letters
+            for index, (kind, reason) in bad
         ]
+        letters = [_dead_letter(rejection, run, now) for rejection in rejections]
+        if bad:
+            batch = batch.without({index for index, _ in bad})
         return self._commit([batch], letters, rejections, None, now)
 
     def _commit(
@@ -572,10 +554,12 @@ def _row_text(batch: TrialBatch, index: int) -> str:
 
 
 def _event_rejection(
-    event: TrialEvent, reason: str, source: str, position: int | None
+    event: TrialEvent, refusal: Refusal, source: str, position: int | None
 ) -> Rejection:
+    kind, reason = refusal
     return Rejection(
         reason=reason,
+        kind=kind,
         source=source,
         position=position,
         raw=event.model_dump_json(exclude_none=True),

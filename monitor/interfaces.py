@@ -1,4 +1,4 @@
-"""Interfaces to everything outside the engine: stores and input sources.
+"""Interfaces to everything outside the engine: stores, sources, publishers.
 
 Adapters implement these; the engine and the service depend only on them.
 """
@@ -9,10 +9,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from monitor.schema import RunConfig
+from monitor.schema import RunConfig, Status
 from monitor.store import (
     Batch,
     DeadLetter,
+    IngestReport,
     ModelCounts,
     PendingEvent,
     RunTotals,
@@ -102,4 +103,61 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release the store's resources."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    """One message from a transport: raw JSON (an event or an array of them).
+
+    ``run`` is the run the channel implies (an MQTT topic, a stream key);
+    events that omit ``run`` take it, events that name another are refused.
+    """
+
+    data: bytes
+    source: str
+    position: int | None = None
+    run: str | None = None
+
+
+class IngestSink(Protocol):
+    """Where sources deliver payloads; returns once they are durable."""
+
+    async def ingest_payloads(self, payloads: Sequence[Payload]) -> IngestReport:
+        """Count the payloads; when this returns, the trials are committed."""
+        ...
+
+
+class TrialSource(Protocol):
+    """A transport that delivers trial payloads until cancelled.
+
+    It acknowledges a message to its transport only after
+    :meth:`IngestSink.ingest_payloads` returned for it, and reconnects on
+    its own when the transport drops.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    async def run(self, sink: IngestSink) -> None:
+        """Consume forever (until cancelled)."""
+        ...
+
+
+class Publisher(Protocol):
+    """An output for statuses (latest wins) and events (each once)."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def run(self) -> None:
+        """Keep the connection (reconnecting) until cancelled."""
+        ...
+
+    def publish_status(self, status: Status) -> None:
+        """Queue the newest status of a run (older unsent ones may be dropped)."""
+        ...
+
+    def publish_event(self, event: StoredEvent) -> None:
+        """Queue an event for delivery."""
         ...

@@ -13,7 +13,7 @@ from typing import Final
 
 from pydantic import ValidationError
 
-from monitor.schema import Rejection, TrialEvent
+from monitor.schema import Rejection, RejectionKind, TrialEvent
 
 MAX_PAYLOAD_BYTES: Final = 1 << 20
 MAX_RAW_KEPT: Final = 4096
@@ -26,58 +26,54 @@ def parse_payload(
     source: str = "",
     position: int | None = None,
     max_bytes: int = MAX_PAYLOAD_BYTES,
+    run: str | None = None,
 ) -> list[Parsed]:
-    """Parse one JSON payload: an event object or an array of them (a batch)."""
+    """Parse one JSON payload: an event object or an array of them (a batch).
+
+    ``run`` is the run the channel implies (e.g. an MQTT topic): events
+    without a ``run`` take it; events naming another run are refused.
+    """
     size = len(payload.encode() if isinstance(payload, str) else payload)
     if size > max_bytes:
-        return [
-            _reject(
-                f"payload of {size} bytes exceeds the limit of {max_bytes}",
-                payload,
-                source,
-                position,
-            )
-        ]
+        reason = f"payload of {size} bytes exceeds the limit of {max_bytes}"
+        return [_reject(reason, "too_large", payload, source, position)]
     try:
         value = json.loads(payload.strip())
     except (ValueError, UnicodeDecodeError) as exc:
-        return [
-            _reject(f"invalid JSON: {_json_reason(exc)}", payload, source, position)
-        ]
+        reason = f"invalid JSON: {_json_reason(exc)}"
+        return [_reject(reason, "invalid_json", payload, source, position)]
     if isinstance(value, list):
         if not value:
-            return [
-                _reject(
-                    "empty batch: expected at least one trial event",
-                    payload,
-                    source,
-                    position,
-                )
-            ]
-        return [parse_object(item, source, position) for item in value]
-    return [parse_object(value, source, position)]
+            reason = "empty batch: expected at least one trial event"
+            return [_reject(reason, "invalid_event", payload, source, position)]
+        return [parse_object(item, source, position, run) for item in value]
+    return [parse_object(value, source, position, run)]
 
 
 def parse_object(
-    value: object, source: str = "", position: int | None = None
+    value: object, source: str = "", position: int | None = None, run: str | None = None
 ) -> Parsed:
     """Validate one decoded JSON value (or a mapping) as a trial event."""
     if isinstance(value, TrialEvent):
         return value
     if not isinstance(value, Mapping):
-        return _reject(
-            f"a trial event must be a JSON object; got {type(value).__name__}",
-            value,
-            source,
-            position,
-        )
+        reason = f"a trial event must be a JSON object; got {type(value).__name__}"
+        return _reject(reason, "invalid_event", value, source, position)
+    if run is not None:
+        named = value.get("run", run)
+        if named != run:
+            reason = f"event names run {named!r} but arrived on run {run!r}'s channel"
+            return _reject(reason, "run_mismatch", value, source, position)
+        value = {**value, "run": run}
     try:
         return TrialEvent.model_validate(value)
     except ValidationError as exc:
-        rejection = _reject(describe_validation_error(exc), value, source, position)
-        run = value.get("run")
-        if isinstance(run, str):
-            return rejection.model_copy(update={"run": run})
+        rejection = _reject(
+            describe_validation_error(exc), "invalid_event", value, source, position
+        )
+        named = value.get("run")
+        if isinstance(named, str):
+            return rejection.model_copy(update={"run": named})
         return rejection
 
 
@@ -109,8 +105,12 @@ def raw_text(value: object) -> str:
     return text
 
 
-def _reject(reason: str, raw: object, source: str, position: int | None) -> Rejection:
-    return Rejection(reason=reason, source=source, position=position, raw=raw_text(raw))
+def _reject(
+    reason: str, kind: RejectionKind, raw: object, source: str, position: int | None
+) -> Rejection:
+    return Rejection(
+        reason=reason, kind=kind, source=source, position=position, raw=raw_text(raw)
+    )
 
 
 def _json_reason(error: Exception) -> str:

@@ -17,10 +17,13 @@ from numpy.typing import NDArray
 
 from monitor.decisions import Standing, build_rule
 from monitor.ledger import NEW
-from monitor.schema import MAX_ID_LENGTH, RunConfig, TrialEvent
+from monitor.schema import MAX_ID_LENGTH, RejectionKind, RunConfig, TrialEvent
 from monitor.store import ModelCounts, TrialBatch
 from scorio_core import CountTable
 from scorio_core.posterior import clipped_interval, z_value
+
+# Why a trial was refused: a kind (for metrics) and a sentence (for people).
+Refusal = tuple[RejectionKind, str]
 
 
 @dataclass(slots=True)
@@ -68,7 +71,7 @@ class RunState:
             self.tables[model] = table
         return table
 
-    def rejection(self, event: TrialEvent, new_questions: set[str]) -> str | None:
+    def rejection(self, event: TrialEvent, new_questions: set[str]) -> Refusal | None:
         """Why this run cannot count the event, or None when it can.
 
         ``new_questions`` collects distinct questions accepted earlier in the
@@ -76,62 +79,63 @@ class RunState:
         """
         if event.category is None and self._category_count != 2:
             return (
+                "category",
                 f"correct is only for binary runs; run {self.config.run!r} has "
-                f"{self._category_count} categories, send category"
+                f"{self._category_count} categories, send category",
             )
         if event.outcome >= self._category_count:
-            return (
-                f"category {event.outcome} is outside 0..{self._category_count - 1} "
-                f"of run {self.config.run!r}"
-            )
+            return ("category", self._category_reason(event.outcome))
         return self._identity_problem(event.model, event.question, new_questions)
 
-    def _identity_problem(
-        self, model: str, question: str, new_questions: set[str]
-    ) -> str | None:
-        if self._allowed_models is not None and model not in self._allowed_models:
-            return f"model {model!r} is not declared for run {self.config.run!r}"
-        if question in self._question_set or question in new_questions:
-            return None
-        if self.config.questions is not None:
-            return f"question {question!r} is not declared for run {self.config.run!r}"
-        limit = self.config.question_count
-        if limit is not None and len(self.questions) + len(new_questions) >= limit:
-            distinct = len(self.questions) + len(new_questions) + 1
-            return (
-                f"question {question!r} would be distinct question {distinct} of "
-                f"question_count={limit}"
-            )
-        new_questions.add(question)
-        return None
-
-    def column_problems(self, batch: TrialBatch) -> list[tuple[int, str]]:
-        """(index, reason) for every trial of a columnar batch this run refuses."""
-        problems: list[tuple[int, str]] = []
+    def column_problems(self, batch: TrialBatch) -> list[tuple[int, Refusal]]:
+        """(index, refusal) for every trial of a columnar batch this run refuses."""
+        problems: list[tuple[int, Refusal]] = []
         new_questions: set[str] = set()
-        bad_category = [
-            i for i, c in enumerate(batch.category) if not 0 <= c < self._category_count
-        ]
-        for index in bad_category:
-            problems.append(
-                (
-                    index,
-                    f"category {batch.category[index]} is outside "
-                    f"0..{self._category_count - 1} of run {self.config.run!r}",
-                )
-            )
-        refused = set(bad_category)
+        for index, category in enumerate(batch.category):
+            if not 0 <= category < self._category_count:
+                problems.append((index, ("category", self._category_reason(category))))
+        refused = {index for index, _ in problems}
         for index, (model, question, trial) in enumerate(
             zip(batch.model, batch.question, batch.trial, strict=True)
         ):
             if index in refused:
                 continue
-            reason = _id_problem(model, question, trial) or self._identity_problem(
+            refusal = _id_problem(model, question, trial) or self._identity_problem(
                 model, question, new_questions
             )
-            if reason is not None:
-                problems.append((index, reason))
-        return sorted(problems)
+            if refusal is not None:
+                problems.append((index, refusal))
+        return sorted(problems, key=lambda problem: problem[0])
+
+    def _category_reason(self, category: int) -> str:
+        return (
+            f"category {category} is outside 0..{self._category_count - 1} "
+            f"of run {self.config.run!r}"
+        )
+
+    def _identity_problem(
+        self, model: str, question: str, new_questions: set[str]
+    ) -> Refusal | None:
+        run = self.config.run
+        if self._allowed_models is not None and model not in self._allowed_models:
+            return ("undeclared", f"model {model!r} is not declared for run {run!r}")
+        if question in self._question_set or question in new_questions:
+            return None
+        if self.config.questions is not None:
+            return (
+                "undeclared",
+                f"question {question!r} is not declared for run {run!r}",
+            )
+        limit = self.config.question_count
+        if limit is not None and len(self.questions) + len(new_questions) >= limit:
+            distinct = len(self.questions) + len(new_questions) + 1
+            return (
+                "undeclared",
+                f"question {question!r} would be distinct question {distinct} of "
+                f"question_count={limit}",
+            )
+        new_questions.add(question)
+        return None
 
     def apply(self, batch: TrialBatch, previous: list[int]) -> None:
         """Move the counts as the store classified each trial of the batch."""
@@ -277,13 +281,14 @@ class RunState:
         )
 
 
-def _id_problem(model: str, question: str, trial: str) -> str | None:
+def _id_problem(model: str, question: str, trial: str) -> Refusal | None:
     """What the event schema would say of a bad id given as a column value."""
     for name, value in (("model", model), ("question", question), ("trial", trial)):
         if not value or len(value) > MAX_ID_LENGTH or not value.isprintable():
             return (
+                "invalid_event",
                 f"{name}: ids must be 1..{MAX_ID_LENGTH} printable characters; "
-                f"got {value!r}"
+                f"got {value!r}",
             )
     return None
 

@@ -210,10 +210,26 @@ class NextItem(BaseModel):
     trials: int
 
 
+RejectionKind = Literal[
+    "too_large",
+    "invalid_json",
+    "invalid_event",
+    "unknown_run",
+    "run_mismatch",
+    "undeclared",
+    "category",
+]
+
+
 class Rejection(BaseModel):
-    """An input that was not counted, and why; ``run`` when it named one."""
+    """An input that was not counted, and why; ``run`` when it named one.
+
+    ``kind`` is a small fixed vocabulary (for metrics labels); ``reason`` is
+    the sentence a user reads.
+    """
 
     reason: str
+    kind: RejectionKind = "invalid_event"
     source: str = ""
     position: int | None = None
     raw: str = ""

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from monitor.ledger import NEW, Ledger
-from monitor.schema import RunConfig
+from monitor.schema import Rejection, RunConfig
 
 JsonValue = str | int | float | bool | None | list["JsonValue"] | dict[str, "JsonValue"]
 
@@ -157,6 +157,17 @@ class StoredEvent:
     subject: str
     payload: Mapping[str, JsonValue]
     ts: float
+
+
+@dataclass(frozen=True, slots=True)
+class IngestReport:
+    """What one ingest call did."""
+
+    accepted: int
+    duplicates: int
+    corrections: int
+    rejected: tuple[Rejection, ...]
+    events: tuple[StoredEvent, ...]
 
 
 @dataclass(slots=True)

@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from monitor.engine import IngestReport, Monitor
+from monitor.engine import Monitor
 from monitor.interfaces import LineSource
 from monitor.parsing import MAX_PAYLOAD_BYTES, Parsed, parse_payload
 from monitor.schema import Rejection
+from monitor.store import IngestReport
 
 
 @dataclass(slots=True)

@@ -372,18 +372,26 @@ def _beta_moments(
     values = np.asarray(credit.values)
     weights, partner = _square_weights(credit.k)
     means = _bernstein_expectation(values, alpha, beta)
-    square = _bernstein_square(values, weights, partner)
-    variances = _bernstein_expectation(square, alpha, beta) - means * means
-    # Where the subtraction cancels (near-deterministic questions), integrate
-    # the centred square instead; that costs O(k^2) per such state.
-    unstable = variances <= (credit.k + 1) * VARIANCE_ROUNDOFF * np.maximum(
-        1.0, means * means
+    # Integrate the centred square (g - mean)^2 per state: E[g^2] - mean^2
+    # would cancel to a few digits when g is nearly constant.
+    centered = values[None, :] - means[:, None]
+    squares = np.empty((centered.shape[0], weights.shape[0]))
+    # Chunks bound the (states, 2k+1, k+1) temporary to a few MB.
+    chunk = max(1, 2_000_000 // weights.size)
+    for start in range(0, centered.shape[0], chunk):
+        part = centered[start : start + chunk]
+        squares[start : start + chunk] = np.einsum(
+            "tj,sj,stj->st", weights, part, part[:, partner]
+        )
+    degree = squares.shape[1] - 1
+    pmf = betabinom.pmf(
+        np.arange(degree + 1)[None, :], degree, alpha[:, None], beta[:, None]
     )
-    for state in np.flatnonzero(unstable):
-        centered = _bernstein_square(values - means[state], weights, partner)
-        variances[state] = _bernstein_expectation(
-            centered, alpha[state : state + 1], beta[state : state + 1]
-        )[0]
+    variances = np.einsum("st,st->s", pmf, squares)
+    if variances.size and float(variances.min()) < -VARIANCE_ROUNDOFF:
+        raise FloatingPointError(
+            "posterior variance of the credit is materially negative"
+        )
     return means, np.maximum(variances, 0.0)
 
 
