@@ -9,8 +9,11 @@ errors.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import json
+import logging
+import os
 import signal
 import sys
 import time
@@ -18,19 +21,32 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+import uvicorn
 from rich.console import Group
 from rich.live import Live
 
 from adapters.jsonl import Cursor, JsonLines
+from adapters.mqtt import MqttPublisher, MqttSource
+from adapters.prometheus import metrics_renderer
+from adapters.redis_store import RedisStore
+from adapters.redis_streams import RedisStreamSource
 from adapters.results_files import RowError, load_results_npz, read_trial_rows
-from monitor.config import load_run_configs
+from monitor.config import (
+    ServiceConfig,
+    StoreSettings,
+    load_run_configs,
+    load_service_config,
+)
 from monitor.engine import Monitor
 from monitor.errors import MonitorError
+from monitor.http import create_app
+from monitor.interfaces import Publisher, Store, TrialSource
 from monitor.schema import Status
 from monitor.scoring import Scoreboard, score_matrix, score_tables, tables_from_trials
+from monitor.service import Service
 from monitor.simulation import MODEL_SETS, simulate
 from monitor.sqlite_store import SqliteStore
-from monitor.store import IngestReport, StoredEvent
+from monitor.store import IngestReport, MemoryStore, StoredEvent
 from monitor.view import scoreboard_table, simulation_view, status_view, terminal
 from monitor.watching import watch
 
@@ -120,6 +136,20 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--run", help="one run (default: all)")
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(handler=run_status)
+
+    serve = commands.add_parser(
+        "serve",
+        help="run the service: sources, shared state, status and metrics",
+        description=(
+            "Run the asyncio service from a TOML config: the embedded SQLite "
+            "store by default, or Redis shared by several workers; trials over "
+            "HTTP, MQTT or Redis Streams; status over HTTP and MQTT; Prometheus "
+            "metrics at /metrics. Every config key may come from the environment "
+            "as SCORIO_MONITOR_<SECTION>_<KEY> (for secrets)."
+        ),
+    )
+    serve.add_argument("--config", type=Path, help="service config TOML (optional)")
+    serve.set_defaults(handler=run_serve)
 
     simulation = commands.add_parser(
         "simulate",
@@ -229,6 +259,68 @@ def run_next(arguments: argparse.Namespace) -> int:
         for item in items:
             print(f"{item.model}\t{item.question}\t{item.trials}")
     return 0
+
+
+def run_serve(arguments: argparse.Namespace) -> int:
+    config = load_service_config(arguments.config, os.environ)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    asyncio.run(_serve(config))
+    return 0
+
+
+async def _serve(config: ServiceConfig) -> None:
+    monitor = Monitor(_store(config.store))
+    for run in config.runs:
+        monitor.configure(run)
+    sources: list[TrialSource] = []
+    publishers: list[Publisher] = []
+    if config.mqtt is not None:
+        sources.append(MqttSource(config.mqtt))
+        publishers.append(MqttPublisher(config.mqtt))
+    if config.redis_stream is not None:
+        sources.append(RedisStreamSource(config.redis_stream))
+    service = Service(
+        monitor,
+        sources,
+        publishers,
+        status_interval_s=config.status_interval_s,
+        look_interval_s=config.look_interval_s,
+    )
+    async with service:
+        app = create_app(
+            service, config.http, metrics_renderer(lambda: service.snapshot)
+        )
+        server = uvicorn.Server(
+            uvicorn.Config(
+                app, host=config.http.host, port=config.http.port, log_level="warning"
+            )
+        )
+
+        def stop(signum: int, frame: FrameType | None) -> None:
+            server.should_exit = True
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        print(
+            f"scorio-monitor: serving http://{config.http.listen} "
+            f"(store {config.store.kind}"
+            + (f", mqtt {config.mqtt.host}:{config.mqtt.port}" if config.mqtt else "")
+            + (", redis streams" if config.redis_stream else "")
+            + ")",
+            file=sys.stderr,
+            flush=True,
+        )
+        await server.serve()
+
+
+def _store(settings: StoreSettings) -> Store:
+    if settings.kind == "memory":
+        return MemoryStore()
+    if settings.kind == "redis":
+        return RedisStore(settings.url, settings.prefix)
+    return SqliteStore(settings.path, synchronous=settings.synchronous)
 
 
 def run_simulate(arguments: argparse.Namespace) -> int:

@@ -340,12 +340,15 @@ class Monitor:
         if cursor is not None:
             self._cursors[cursor[0]] = cursor[1]
         fired = self._look_dirty(now, force=False)
+        touched = {batch.run for batch in batches if len(batch)}
+        touched.update(letter.run for letter in letters if letter.run is not None)
         return IngestReport(
             accepted=accepted,
             duplicates=duplicates,
             corrections=corrections,
             rejected=tuple(rejections),
             events=tuple(fired),
+            runs=tuple(sorted(touched)),
         )
 
     def cursor(self, name: str) -> str | None:
@@ -427,6 +430,10 @@ class Monitor:
         """The run's models that still need trials, best first."""
         decision = self._decision(run)
         return [name for name in decision.order if name in decision.needs_trials]
+
+    def look_pending(self) -> list[StoredEvent]:
+        """Look at runs with trials since their last look (none: no work)."""
+        return self._look_dirty(self._clock(), force=True)
 
     def look(self, run: str | None = None) -> list[StoredEvent]:
         """Recompute decisions now and fire new events."""

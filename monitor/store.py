@@ -168,6 +168,7 @@ class IngestReport:
     corrections: int
     rejected: tuple[Rejection, ...]
     events: tuple[StoredEvent, ...]
+    runs: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)

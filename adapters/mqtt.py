@@ -1,0 +1,227 @@
+"""MQTT with aiomqtt: trials in on ``{prefix}/{run}/trials``, status and events out.
+
+At-least-once in, exactly-once counted: the source subscribes at QoS 1 with a
+persistent session (MQTT 3.1.1 ``clean_session=False``) under a stable
+client id, and acknowledges a message only after the monitor committed it.
+aiomqtt 2.x acknowledges QoS 1 on receipt and has no switch for it, so the
+source turns on manual acknowledgement in the paho client aiomqtt wraps
+(``client._client``), *before* connecting: a persistent session starts
+redelivering right after CONNACK. A crash before the ack leaves the message
+unacknowledged; the broker redelivers it to the same client id, and the
+store's exactly-once index makes the repeat a no-op.
+
+With ``shared_group``, workers subscribe ``$share/<group>/...`` so the broker
+splits messages between them; each worker needs its own stable client id.
+
+Library errors stop here: aiomqtt's ``MqttError`` becomes a logged reconnect
+with backoff; nothing of aiomqtt or paho leaves this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import logging
+import ssl
+from collections.abc import Sequence
+
+import aiomqtt
+
+from monitor.config import MqttSettings
+from monitor.errors import StoreError
+from monitor.interfaces import IngestSink, Payload
+from monitor.schema import Status
+from monitor.store import StoredEvent
+
+log = logging.getLogger(__name__)
+
+_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
+
+
+def trials_topic(settings: MqttSettings) -> str:
+    """The subscription: ``[$share/<group>/]<prefix>/+/trials``."""
+    topic = f"{settings.topic_prefix}/+/trials"
+    if settings.shared_group:
+        return f"$share/{settings.shared_group}/{topic}"
+    return topic
+
+
+def run_of(topic: str) -> str:
+    """The run id in ``<prefix>/<run>/trials``."""
+    return topic.rsplit("/", 2)[-2]
+
+
+def _tls(settings: MqttSettings) -> aiomqtt.TLSParameters | None:
+    if not settings.uses_tls:
+        return None
+    return aiomqtt.TLSParameters(
+        ca_certs=settings.tls_ca_file,
+        certfile=settings.tls_cert_file,
+        keyfile=settings.tls_key_file,
+        cert_reqs=ssl.CERT_REQUIRED,
+    )
+
+
+def _client(
+    settings: MqttSettings, identifier: str, persistent: bool
+) -> aiomqtt.Client:
+    return aiomqtt.Client(
+        settings.host,
+        settings.port,
+        username=settings.username,
+        password=settings.password,
+        identifier=identifier,
+        protocol=aiomqtt.ProtocolVersion.V311,
+        clean_session=not persistent,
+        keepalive=settings.keepalive_s,
+        tls_params=_tls(settings),
+    )
+
+
+class MqttSource:
+    """Trials from MQTT, acknowledged only once committed."""
+
+    def __init__(self, settings: MqttSettings) -> None:
+        self._settings = settings
+
+    @property
+    def name(self) -> str:
+        return "mqtt"
+
+    async def run(self, sink: IngestSink) -> None:
+        failures = 0
+        while True:
+            # A new client per connection: messages queued in a dead client
+            # carry that connection's packet ids and must not be acked later.
+            client = _client(self._settings, self._settings.client_id, persistent=True)
+            client._client.manual_ack_set(True)
+            try:
+                async with client:
+                    await client.subscribe(trials_topic(self._settings), qos=1)
+                    log.info("subscribed to %s", trials_topic(self._settings))
+                    failures = 0
+                    await self._consume(client, sink)
+            except aiomqtt.MqttError as exc:
+                delay = _BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)]
+                failures += 1
+                log.warning("MQTT source: %s; reconnecting in %.1f s", exc, delay)
+                await asyncio.sleep(delay)
+
+    async def _consume(self, client: aiomqtt.Client, sink: IngestSink) -> None:
+        messages = client.messages
+        async for first in messages:
+            batch = [first]
+            # Take what is already queued, never wait to fill a batch: the
+            # broker stops sending once its in-flight window is unacked.
+            while len(batch) < self._settings.max_batch and len(messages) > 0:
+                batch.append(await anext(messages))
+            await self._commit(sink, batch)
+            for message in batch:
+                # In receipt order, as MQTT 3.1.1 section 4.6 asks.
+                client._client.ack(message.mid, message.qos)
+
+    @staticmethod
+    async def _commit(sink: IngestSink, batch: Sequence[aiomqtt.Message]) -> None:
+        payloads = [
+            Payload(
+                data=_payload_bytes(message.payload),
+                source=f"mqtt:{message.topic.value}",
+                run=run_of(message.topic.value),
+            )
+            for message in batch
+        ]
+        failures = 0
+        while True:
+            try:
+                await sink.ingest_payloads(payloads)
+                return
+            except StoreError as exc:
+                # Not committed, so not acknowledged: retry the same batch.
+                delay = _BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)]
+                failures += 1
+                log.warning("store unavailable (%s); retrying in %.1f s", exc, delay)
+                await asyncio.sleep(delay)
+
+
+class MqttPublisher:
+    """Statuses (retained, newest wins) and events on ``{prefix}/{run}/...``."""
+
+    def __init__(self, settings: MqttSettings) -> None:
+        self._settings = settings
+        self._statuses: dict[str, Status] = {}
+        self._events: collections.deque[StoredEvent] = collections.deque()
+        self._wake = asyncio.Event()
+
+    @property
+    def name(self) -> str:
+        return "mqtt-publisher"
+
+    def publish_status(self, status: Status) -> None:
+        self._statuses[status.run] = status
+        self._wake.set()
+
+    def publish_event(self, event: StoredEvent) -> None:
+        self._events.append(event)
+        self._wake.set()
+
+    async def run(self) -> None:
+        failures = 0
+        identifier = f"{self._settings.client_id}-publisher"
+        while True:
+            client = _client(self._settings, identifier, persistent=False)
+            try:
+                async with client:
+                    failures = 0
+                    await self._send_forever(client)
+            except aiomqtt.MqttError as exc:
+                delay = _BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)]
+                failures += 1
+                log.warning("MQTT publisher: %s; reconnecting in %.1f s", exc, delay)
+                await asyncio.sleep(delay)
+
+    async def _send_forever(self, client: aiomqtt.Client) -> None:
+        prefix = self._settings.topic_prefix
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._events:
+                event = self._events[0]
+                await client.publish(
+                    f"{prefix}/{event.run}/events", event_json(event), qos=1
+                )
+                self._events.popleft()  # only once the broker confirmed it
+            statuses, self._statuses = self._statuses, {}
+            for run, status in statuses.items():
+                try:
+                    await client.publish(
+                        f"{prefix}/{run}/status",
+                        status.model_dump_json(),
+                        qos=1,
+                        retain=True,
+                    )
+                except aiomqtt.MqttError:
+                    self._statuses.setdefault(run, status)
+                    raise
+
+
+def event_json(event: StoredEvent) -> str:
+    """The wire form of an event (also used by HTTP and webhooks)."""
+    return json.dumps(
+        {
+            "seq": event.seq,
+            "run": event.run,
+            "kind": event.kind,
+            "subject": event.subject,
+            "payload": dict(event.payload),
+            "ts": event.ts,
+        }
+    )
+
+
+def _payload_bytes(payload: object) -> bytes:
+    if isinstance(payload, bytes | bytearray):
+        return bytes(payload)
+    if isinstance(payload, str):
+        return payload.encode()
+    return json.dumps(payload).encode()

@@ -1,0 +1,263 @@
+"""Trials from Redis Streams: one consumer group per run's trial stream.
+
+Producers ``XADD {prefix}:{<run>}:trials * data '<json event or array>'``
+(flat string fields are accepted too, as a JSON object of strings). Each
+worker reads with ``XREADGROUP`` in batches and ``XACK``s an entry only after
+the monitor committed it. Entries a dead worker left pending are taken over
+with ``XAUTOCLAIM`` once idle longer than ``claim_idle_ms``. An entry that
+keeps failing (delivered more than ``max_deliveries`` times) is moved to the
+dead-letter stream ``{prefix}:deadletter:trials`` with the reason, then
+acknowledged, so it cannot block the group.
+
+Streams are found by ``SCAN`` for the key pattern every
+``discover_interval_s``, so runs need no declaration here. Library errors
+stop at this module: a lost connection is a logged reconnect with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Sequence
+
+import redis.asyncio as redis_async
+from redis.exceptions import RedisError, ResponseError
+
+from monitor.config import RedisStreamSettings
+from monitor.errors import StoreError
+from monitor.interfaces import IngestSink, Payload
+
+log = logging.getLogger(__name__)
+
+_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
+_DEAD_LETTER_MAXLEN = 100_000
+
+Entry = tuple[bytes, dict[bytes, bytes]]
+
+
+def trials_stream(prefix: str, run: str) -> str:
+    """The trial stream of a run; the braces make the run id a hash tag."""
+    return f"{prefix}:{{{run}}}:trials"
+
+
+def dead_letter_stream(prefix: str) -> str:
+    """Where poison entries go, capped at the newest 100,000."""
+    return f"{prefix}:deadletter:trials"
+
+
+def run_of(stream: str) -> str:
+    return stream[stream.index("{") + 1 : stream.rindex("}")]
+
+
+class RedisStreamSource:
+    """A consumer in each run stream's group; acknowledges after commit."""
+
+    def __init__(self, settings: RedisStreamSettings) -> None:
+        self._settings = settings
+        self._streams: list[str] = []
+        self._last_discovery = -float("inf")
+        self._last_claim = -float("inf")
+
+    @property
+    def name(self) -> str:
+        return "redis-stream"
+
+    async def run(self, sink: IngestSink) -> None:
+        failures = 0
+        while True:
+            client: redis_async.Redis = redis_async.from_url(self._settings.url)
+            try:
+                async with client:
+                    failures = 0
+                    self._streams = []
+                    self._last_discovery = -float("inf")
+                    while True:
+                        await self._step(client, sink)
+            except RedisError as exc:
+                delay = _BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)]
+                failures += 1
+                log.warning(
+                    "Redis stream source: %s; reconnecting in %.1f s", exc, delay
+                )
+                await asyncio.sleep(delay)
+
+    async def _step(self, client: redis_async.Redis, sink: IngestSink) -> None:
+        now = time.monotonic()
+        if now - self._last_discovery >= self._settings.discover_interval_s:
+            await self._discover(client, sink)
+            self._last_discovery = now
+        if not self._streams:
+            await asyncio.sleep(min(self._settings.block_ms / 1000, 1.0))
+            return
+        if now - self._last_claim >= self._settings.claim_idle_ms / 2000:
+            for stream in self._streams:
+                await self._claim_abandoned(client, sink, stream)
+            self._last_claim = now
+        await self._read(client, sink, {stream: ">" for stream in self._streams})
+
+    async def _read(
+        self, client: redis_async.Redis, sink: IngestSink, streams: dict[str, str]
+    ) -> int:
+        """Read one batch per stream at the given ids; returns entries processed."""
+        wanted: dict[bytes | str | memoryview, int | bytes | str | memoryview] = {}
+        wanted.update(streams)
+        answer = await client.xreadgroup(
+            self._settings.group,
+            self._settings.consumer,
+            wanted,
+            count=self._settings.batch_size,
+            block=self._settings.block_ms if ">" in streams.values() else None,
+        )
+        processed = 0
+        for stream_name, entries in _stream_entries(answer):
+            recovered = streams.get(stream_name) != ">"
+            await self._process(client, sink, stream_name, entries, recovered=recovered)
+            processed += len(entries)
+        return processed
+
+    async def _discover(self, client: redis_async.Redis, sink: IngestSink) -> None:
+        pattern = trials_stream(self._settings.prefix, "*")
+        found = set(self._streams)
+        async for key in client.scan_iter(match=pattern, _type="stream", count=1000):
+            name = _text(key)
+            if name not in found:
+                await self._join_group(client, name)
+                found.add(name)
+                # Entries this consumer took but never acknowledged (a crash):
+                # read our pending list first, from id 0.
+                while await self._read(client, sink, {name: "0"}):
+                    pass
+        self._streams = sorted(found)
+
+    async def _join_group(self, client: redis_async.Redis, stream: str) -> None:
+        try:
+            await client.xgroup_create(
+                stream, self._settings.group, id="0", mkstream=True
+            )
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    async def _claim_abandoned(
+        self, client: redis_async.Redis, sink: IngestSink, stream: str
+    ) -> None:
+        start = "0-0"
+        while True:
+            answer = await client.xautoclaim(
+                stream,
+                self._settings.group,
+                self._settings.consumer,
+                min_idle_time=self._settings.claim_idle_ms,
+                start_id=start,
+                count=self._settings.batch_size,
+            )
+            start, entries = _text(answer[0]), answer[1]
+            if entries:
+                await self._process(client, sink, stream, entries, recovered=True)
+            if start == "0-0" or not entries:
+                return
+
+    async def _process(
+        self,
+        client: redis_async.Redis,
+        sink: IngestSink,
+        stream: str,
+        entries: Sequence[Entry],
+        recovered: bool = False,
+    ) -> None:
+        # Pending reads return deleted entries as (id, None): nothing to do.
+        entries = [entry for entry in entries if entry and entry[1] is not None]
+        if not entries:
+            return
+        if recovered:
+            entries = await self._drop_poison(client, stream, entries)
+            if not entries:
+                return
+        run = run_of(stream)
+        payloads = [
+            Payload(
+                data=_entry_json(fields),
+                source=f"redis:{stream}:{_text(entry_id)}",
+                run=run,
+            )
+            for entry_id, fields in entries
+        ]
+        failures = 0
+        while True:
+            try:
+                await sink.ingest_payloads(payloads)
+                break
+            except StoreError as exc:
+                delay = _BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)]
+                failures += 1
+                log.warning("store unavailable (%s); retrying in %.1f s", exc, delay)
+                await asyncio.sleep(delay)
+        await client.xack(
+            stream, self._settings.group, *[entry_id for entry_id, _ in entries]
+        )
+
+    async def _drop_poison(
+        self, client: redis_async.Redis, stream: str, entries: Sequence[Entry]
+    ) -> list[Entry]:
+        """Dead-letter entries delivered too often; return the rest."""
+        details = await client.xpending_range(
+            stream,
+            self._settings.group,
+            min=_text(entries[0][0]),
+            max=_text(entries[-1][0]),
+            count=len(entries),
+        )
+        deliveries = {
+            _text(item["message_id"]): int(item["times_delivered"])
+            for item in details
+            if isinstance(item["message_id"], bytes | str)
+        }
+        keep: list[Entry] = []
+        for entry_id, fields in entries:
+            delivered = deliveries.get(_text(entry_id), 0)
+            if delivered <= self._settings.max_deliveries:
+                keep.append((entry_id, fields))
+                continue
+            await client.xadd(
+                dead_letter_stream(self._settings.prefix),
+                {
+                    "stream": stream,
+                    "id": entry_id,
+                    "reason": f"failed {delivered} deliveries",
+                    "data": _entry_json(fields),
+                },
+                maxlen=_DEAD_LETTER_MAXLEN,
+                approximate=True,
+            )
+            await client.xack(stream, self._settings.group, entry_id)
+            log.error(
+                "moved poison entry %s of %s to the dead-letter stream",
+                _text(entry_id),
+                stream,
+            )
+        return keep
+
+
+def _stream_entries(answer: object) -> list[tuple[str, list[Entry]]]:
+    """``XREADGROUP``'s answer (a RESP2 list or a RESP3 map) as typed pairs."""
+    pairs = list(answer.items()) if isinstance(answer, dict) else answer
+    result: list[tuple[str, list[Entry]]] = []
+    for name, entries in pairs if isinstance(pairs, list) else []:
+        result.append((_text(name), list(entries)))
+    return result
+
+
+def _entry_json(fields: dict[bytes, bytes]) -> bytes:
+    """The event JSON of an entry: its ``data`` field, or its fields as an object."""
+    data = fields.get(b"data")
+    if data is not None:
+        return data
+    return json.dumps(
+        {_text(key): _text(value) for key, value in fields.items()}
+    ).encode()
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
