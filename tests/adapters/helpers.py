@@ -1,0 +1,75 @@
+"""Shared pieces of the adapter tests: running services, waiting, trial data."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import numpy as np
+import uvicorn
+from fastapi import FastAPI
+
+from tests.services import free_port
+
+
+async def eventually(
+    check: Callable[[], Awaitable[bool]], timeout_s: float = 30.0
+) -> None:
+    """Poll ``check`` until it is true; fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if await check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"condition not met within {timeout_s} s")
+
+
+@contextlib.asynccontextmanager
+async def serving(app: FastAPI) -> AsyncIterator[str]:
+    """Run ``app`` on a real uvicorn server on a free port; yields its base URL."""
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    )
+    task = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            await asyncio.sleep(0.02)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
+
+
+def trial_results(seed: int, models: int, questions: int, trials: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (
+        rng.random((models, questions, trials)) < rng.random((models, 1, 1))
+    ).astype(np.int64)
+
+
+def trial_events(results: np.ndarray) -> list[dict[str, object]]:
+    """One event per trial; run comes from the channel."""
+    return [
+        {"model": f"m{m}", "question": q, "trial": t, "category": int(results[m, q, t])}
+        for m in range(results.shape[0])
+        for q in range(results.shape[1])
+        for t in range(results.shape[2])
+    ]
+
+
+def with_duplicates(
+    events: list[dict[str, object]], share: float, seed: int
+) -> list[bytes]:
+    """JSON payloads in random order, ``share`` of them delivered twice."""
+    rng = np.random.default_rng(seed)
+    payloads = [json.dumps(event).encode() for event in events]
+    repeats = [
+        payloads[i]
+        for i in rng.choice(len(payloads), int(share * len(payloads)), replace=False)
+    ]
+    mixed = payloads + repeats
+    return [mixed[i] for i in rng.permutation(len(mixed))]

@@ -1,0 +1,143 @@
+"""The MQTT source and publisher against a real mosquitto, in process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import aiomqtt
+import httpx
+import pytest
+import scorio.eval as oracle
+
+from adapters.mqtt import MqttPublisher, MqttSource, run_of, trials_topic
+from adapters.prometheus import metrics_renderer
+from monitor import Monitor, RunConfig
+from monitor.config import HttpSettings, MqttSettings
+from monitor.http import create_app
+from monitor.service import Service
+from monitor.sqlite_store import SqliteStore
+from tests.adapters.helpers import (
+    eventually,
+    serving,
+    trial_events,
+    trial_results,
+    with_duplicates,
+)
+from tests.services import MosquittoBroker
+
+
+def settings(broker: MosquittoBroker, prefix: str, **values: object) -> MqttSettings:
+    return MqttSettings.model_validate(
+        {
+            "url": broker.url,
+            "topic_prefix": prefix,
+            "client_id": f"{prefix}-worker",
+            **values,
+        }
+    )
+
+
+async def publish(broker: MosquittoBroker, topic: str, payloads: list[bytes]) -> None:
+    async with aiomqtt.Client("127.0.0.1", broker.port) as client:
+        for payload in payloads:
+            await client.publish(topic, payload, qos=1)
+
+
+async def test_the_wrapped_paho_client_still_offers_manual_acknowledgement() -> None:
+    client = aiomqtt.Client("127.0.0.1", 1)
+    assert callable(client._client.manual_ack_set) and callable(client._client.ack)
+
+
+def test_topics() -> None:
+    assert run_of("scorio/aime25/trials") == "aime25"
+    assert run_of("a/b/run-1/trials") == "run-1"
+    shared = MqttSettings(url="mqtt://h", shared_group="workers")
+    assert trials_topic(shared) == "$share/workers/scorio/+/trials"
+
+
+async def test_trials_over_mqtt_appear_in_the_published_status_and_in_metrics(
+    mosquitto: MosquittoBroker, prefix: str, tmp_path: Path
+) -> None:
+    results = trial_results(1, models=3, questions=6, trials=5)
+    payloads = with_duplicates(trial_events(results), 0.3, seed=2)
+    config = settings(mosquitto, prefix)
+    monitor = Monitor(SqliteStore(tmp_path / "state.db"))
+    monitor.configure(RunConfig(run="bench", question_count=6))
+    service = Service(monitor, [MqttSource(config)], [MqttPublisher(config)])
+    statuses: list[dict[str, object]] = []
+
+    async with aiomqtt.Client("127.0.0.1", mosquitto.port) as watcher:
+        await watcher.subscribe(f"{prefix}/bench/status", qos=1)
+
+        async def watch() -> None:
+            async for message in watcher.messages:
+                statuses.append(json.loads(bytes(message.payload)))
+
+        reader = asyncio.create_task(watch())
+        async with service:
+            await asyncio.sleep(0.3)  # the source subscribes
+            await publish(mosquitto, f"{prefix}/bench/trials", payloads)
+
+            async def all_counted() -> bool:
+                return bool(statuses) and statuses[-1]["trials"] == results.size
+
+            await eventually(all_counted)
+            app = create_app(
+                service, HttpSettings(), metrics_renderer(lambda: service.snapshot)
+            )
+            async with serving(app) as base, httpx.AsyncClient(base_url=base) as http:
+                metrics = (await http.get("/metrics")).text
+        reader.cancel()
+    samples = {
+        (line.split("{")[0], line.split('model="')[1].split('"')[0]): float(
+            line.rsplit(" ", 1)[1]
+        )
+        for line in metrics.splitlines()
+        if line.startswith("scorio_model_") and 'model="' in line
+    }
+    last = statuses[-1]
+    assert last["duplicates"] == len(payloads) - results.size
+    models = last["models"]
+    assert isinstance(models, list)
+    for row in models:
+        mu, sigma = oracle.bayes(results[int(row["model"][1:])])
+        assert (row["mu"], row["sigma"]) == pytest.approx((mu, sigma), abs=1e-12)
+        assert samples[("scorio_model_score", row["model"])] == pytest.approx(
+            mu, abs=1e-12
+        )
+    assert f"scorio_trials_ingested_total {float(results.size)}" in metrics
+
+
+async def test_malformed_payloads_are_dead_lettered_and_the_service_keeps_going(
+    mosquitto: MosquittoBroker, prefix: str
+) -> None:
+    config = settings(mosquitto, prefix)
+    monitor = Monitor()
+    service = Service(monitor, [MqttSource(config)])
+    good = json.dumps(
+        {"model": "a", "question": 1, "trial": 0, "correct": True}
+    ).encode()
+    bad = [
+        b"{not json",
+        b"[]",
+        json.dumps({"model": "a"}).encode(),
+        b'{"run": "other", "model": "a", "question": 1, "trial": 0, "correct": true}',
+    ]
+    async with service:
+        await asyncio.sleep(0.3)
+        await publish(mosquitto, f"{prefix}/r/trials", [*bad, good])
+
+        async def counted() -> bool:
+            return "r" in monitor.runs and monitor.status("r").trials == 1
+
+        await eventually(counted)
+        letters = monitor.store.dead_letters()
+    reasons = [letter.reason for letter in letters]
+    assert any(reason.startswith("invalid JSON") for reason in reasons)
+    assert any("empty batch" in reason for reason in reasons)
+    assert any("question: missing field" in reason for reason in reasons)
+    assert any("arrived on run 'r'" in reason for reason in reasons)
+    assert all(letter.source == f"mqtt:{prefix}/r/trials" for letter in letters)
+    assert service.snapshot.rejected["invalid_json"] == 1

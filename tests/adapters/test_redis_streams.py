@@ -1,0 +1,191 @@
+"""The Redis Streams source against a real redis-server, in process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+
+import pytest
+import redis
+import scorio.eval as oracle
+
+from adapters.redis_streams import (
+    RedisStreamSource,
+    dead_letter_stream,
+    run_of,
+    trials_stream,
+)
+from monitor import Monitor, RunConfig
+from monitor.config import RedisStreamSettings
+from monitor.interfaces import Payload
+from monitor.service import Service
+from monitor.store import IngestReport
+from tests.adapters.helpers import eventually, trial_events, trial_results
+from tests.services import RedisServer
+
+
+def settings(server: RedisServer, prefix: str, **values: object) -> RedisStreamSettings:
+    return RedisStreamSettings.model_validate(
+        {
+            "url": server.url,
+            "prefix": prefix,
+            "consumer": f"{prefix}-worker",
+            "discover_interval_s": 0.1,
+            "block_ms": 50,
+            **values,
+        }
+    )
+
+
+def test_stream_keys_carry_the_run_as_a_hash_tag() -> None:
+    assert trials_stream("scorio", "aime25") == "scorio:{aime25}:trials"
+    assert run_of("scorio:{aime25}:trials") == "aime25"
+
+
+async def test_entries_added_with_xadd_are_counted_exactly_and_acknowledged(
+    redis: RedisServer, prefix: str
+) -> None:
+    results = trial_results(3, models=2, questions=5, trials=4)
+    events = trial_events(results)
+    client = redis_client(redis)
+    stream = trials_stream(prefix, "bench")
+    for event in events[:10]:
+        client.xadd(stream, {"data": json.dumps(event)})
+    client.xadd(stream, {"data": json.dumps(events[10:20])})  # a batch entry
+    for event in events[20:]:
+        client.xadd(stream, {"data": json.dumps(event)})
+    client.xadd(stream, {"data": json.dumps(events[0])})  # a repeat delivery
+    monitor = Monitor()
+    monitor.configure(RunConfig(run="bench", question_count=5))
+    async with Service(monitor, [RedisStreamSource(settings(redis, prefix))]):
+
+        async def counted() -> bool:
+            return monitor.status("bench").trials == results.size
+
+        await eventually(counted)
+
+        async def acknowledged() -> bool:
+            return int(client.xpending(stream, "monitor")["pending"]) == 0
+
+        await eventually(acknowledged)
+    status = monitor.status("bench")
+    assert status.duplicates == 1
+    for row in status.models:
+        assert (row.mu, row.sigma) == pytest.approx(
+            oracle.bayes(results[int(row.model[1:])]), abs=1e-12
+        )
+
+
+async def test_malformed_entries_are_dead_lettered_with_a_reason(
+    redis: RedisServer, prefix: str
+) -> None:
+    client = redis_client(redis)
+    stream = trials_stream(prefix, "r")
+    client.xadd(stream, {"data": "{oops"})
+    client.xadd(stream, {"model": "a", "question": "1", "trial": "0", "category": "1"})
+    client.xadd(
+        stream,
+        {
+            "data": json.dumps(
+                {"model": "a", "question": 1, "trial": 1, "correct": True}
+            )
+        },
+    )
+    monitor = Monitor()
+    async with Service(monitor, [RedisStreamSource(settings(redis, prefix))]):
+
+        async def counted() -> bool:
+            return "r" in monitor.runs and monitor.status("r").trials == 1
+
+        await eventually(counted)
+    reasons = [letter.reason for letter in monitor.store.dead_letters()]
+    assert any(reason.startswith("invalid JSON") for reason in reasons)
+    assert any(
+        "category: Input should be a valid integer" in reason for reason in reasons
+    )
+
+
+async def test_entries_a_dead_consumer_left_pending_are_claimed(
+    redis: RedisServer, prefix: str
+) -> None:
+    client = redis_client(redis)
+    stream = trials_stream(prefix, "r")
+    client.xgroup_create(stream, "monitor", id="0", mkstream=True)
+    for trial in range(5):
+        client.xadd(
+            stream,
+            {
+                "data": json.dumps(
+                    {"model": "a", "question": 1, "trial": trial, "correct": True}
+                )
+            },
+        )
+    # A worker reads them and dies before acknowledging.
+    client.xreadgroup("monitor", "crashed-worker", {stream: ">"}, count=10)
+    monitor = Monitor()
+    source = RedisStreamSource(settings(redis, prefix, claim_idle_ms=200))
+    async with Service(monitor, [source]):
+
+        async def counted() -> bool:
+            return "r" in monitor.runs and monitor.status("r").trials == 5
+
+        await eventually(counted)
+    assert int(client.xpending(stream, "monitor")["pending"]) == 0
+
+
+class FailingOn:
+    """A sink that fails on one marked payload, as a crashing bug would."""
+
+    def __init__(self, marker: bytes) -> None:
+        self.marker = marker
+        self.counted: list[bytes] = []
+
+    async def ingest_payloads(self, payloads: Sequence[Payload]) -> IngestReport:
+        if any(self.marker in payload.data for payload in payloads):
+            raise RuntimeError("processing crashed")
+        self.counted.extend(payload.data for payload in payloads)
+        return IngestReport(0, 0, 0, (), ())
+
+
+async def test_a_poison_entry_goes_to_the_dead_letter_stream(
+    redis: RedisServer, prefix: str
+) -> None:
+    client = redis_client(redis)
+    stream = trials_stream(prefix, "r")
+    client.xadd(stream, {"data": "poison"})
+    source = RedisStreamSource(
+        settings(redis, prefix, claim_idle_ms=100, max_deliveries=2, batch_size=1)
+    )
+    sink = FailingOn(b"poison")
+
+    async def dead_lettered() -> bool:
+        return client.xlen(dead_letter_stream(prefix)) == 1
+
+    task = asyncio.create_task(supervised(source, sink))
+    try:
+        await eventually(dead_lettered, timeout_s=20)
+        client.xadd(stream, {"data": "fine"})
+
+        async def went_on() -> bool:
+            return b"fine" in sink.counted
+
+        await eventually(went_on)
+    finally:
+        task.cancel()
+    (entry,) = client.xrange(dead_letter_stream(prefix))
+    assert entry[1][b"reason"].startswith(b"failed 3 deliveries")
+    assert int(client.xpending(stream, "monitor")["pending"]) == 0
+
+
+async def supervised(source: RedisStreamSource, sink: FailingOn) -> None:
+    """Restart the source after each crash, as the service's supervisor does."""
+    while True:
+        try:
+            await source.run(sink)
+        except RuntimeError:
+            await asyncio.sleep(0.05)
+
+
+def redis_client(server: RedisServer) -> redis.Redis:
+    return redis.Redis(port=server.port)
