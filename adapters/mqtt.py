@@ -117,6 +117,7 @@ class MqttSource:
             while len(batch) < self._settings.max_batch and len(messages) > 0:
                 batch.append(await anext(messages))
             await self._commit(sink, batch)
+            log.debug("committed %d messages; acknowledging them", len(batch))
             for message in batch:
                 # In receipt order, as MQTT 3.1.1 section 4.6 asks.
                 client._client.ack(message.mid, message.qos)

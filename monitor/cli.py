@@ -264,7 +264,8 @@ def run_next(arguments: argparse.Namespace) -> int:
 def run_serve(arguments: argparse.Namespace) -> int:
     config = load_service_config(arguments.config, os.environ)
     logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=os.environ.get("SCORIO_MONITOR_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     asyncio.run(_serve(config))
     return 0

@@ -146,6 +146,7 @@ class MosquittoBroker:
     port: int
     folder: Path
     extra_config: str = ""
+    persistent: bool = False
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -154,13 +155,17 @@ class MosquittoBroker:
 
     def start(self) -> None:
         config = self.folder / "mosquitto.conf"
-        config.write_text(
-            f"listener {self.port} 127.0.0.1\n"
-            "allow_anonymous true\n"
+        # Started as root, mosquitto drops to user "mosquitto" and then cannot
+        # write its persistence file into our folder: stay root instead.
+        user = "user root\n" if os.geteuid() == 0 else ""
+        persistence = (
             f"persistence true\npersistence_location {self.folder}/\n"
-            "max_queued_messages 100000\n"
-            "max_inflight_messages 100\n"
-            f"{self.extra_config}"
+            if self.persistent
+            else "persistence false\n"
+        )
+        config.write_text(
+            f"listener {self.port} 127.0.0.1\n{user}allow_anonymous true\n"
+            f"{persistence}max_queued_messages 100000\n{self.extra_config}"
         )
         self.process = subprocess.Popen(
             [self.binary, "-c", str(config)],
@@ -192,9 +197,12 @@ def redis_server(folder: Path, persistent: bool = False) -> Iterator[RedisServer
 
 
 @contextmanager
-def mosquitto_broker(folder: Path, extra_config: str = "") -> Iterator[MosquittoBroker]:
+def mosquitto_broker(
+    folder: Path, extra_config: str = "", persistent: bool = False
+) -> Iterator[MosquittoBroker]:
+    """A broker; ``persistent`` keeps sessions across :meth:`MosquittoBroker.restart`."""
     broker = MosquittoBroker(
-        require_binary("mosquitto"), free_port(), folder, extra_config
+        require_binary("mosquitto"), free_port(), folder, extra_config, persistent
     )
     folder.mkdir(parents=True, exist_ok=True)
     broker.start()

@@ -1,0 +1,175 @@
+"""The service as users run it (`serve` processes), under faults.
+
+Each test counts the same trials through a fault and checks the end state is
+exact: every trial counted once (0 lost, 0 double counted), mu and sigma equal
+to scorio on the true results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+
+import aiomqtt
+import httpx
+import numpy as np
+import pytest
+import scorio.eval as oracle
+
+from tests.adapters.helpers import (
+    eventually,
+    trial_events,
+    trial_results,
+    with_duplicates,
+)
+from tests.services import MosquittoBroker, free_port, mosquitto_broker
+
+COMMAND = [sys.executable, "-m", "monitor.cli", "serve", "--config"]
+
+
+@contextmanager
+def worker(config: Path, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with log.open("ab") as output:
+        process = subprocess.Popen(
+            [*COMMAND, str(config)], stdout=output, stderr=output
+        )
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def write_config(
+    folder: Path, broker: MosquittoBroker, prefix: str, name: str = "worker"
+) -> tuple[Path, str]:
+    port = free_port()
+    config = folder / f"{name}.toml"
+    config.write_text(
+        f"""
+status_interval_s = 0.02
+[store]
+kind = "sqlite"
+path = "{folder / "state.db"}"
+[mqtt]
+url = "{broker.url}"
+topic_prefix = "{prefix}"
+client_id = "{prefix}-{name}"
+[http]
+listen = "127.0.0.1:{port}"
+[[runs]]
+run = "bench"
+question_count = 8
+"""
+    )
+    return config, f"http://127.0.0.1:{port}"
+
+
+@asynccontextmanager
+async def publisher(broker: MosquittoBroker) -> AsyncIterator[aiomqtt.Client]:
+    async with aiomqtt.Client("127.0.0.1", broker.port, identifier=None) as client:
+        yield client
+
+
+async def publish_all(
+    broker: MosquittoBroker, topic: str, payloads: list[bytes], start: int = 0
+) -> None:
+    """Publish at QoS 1, reconnecting and resending on broker failures."""
+    index = start
+    while index < len(payloads):
+        try:
+            async with publisher(broker) as client:
+                while index < len(payloads):
+                    await client.publish(topic, payloads[index], qos=1)
+                    index += 1
+        except aiomqtt.MqttError:
+            await asyncio.sleep(0.2)
+
+
+async def status_of(base: str) -> dict[str, object] | None:
+    try:
+        async with httpx.AsyncClient(base_url=base, timeout=2.0) as http:
+            response = await http.get("/runs/bench/status")
+    except httpx.HTTPError:
+        return None
+    return response.json() if response.status_code == 200 else None
+
+
+def assert_exact(status: dict[str, object] | None, results: np.ndarray) -> None:
+    assert status is not None and status["trials"] == results.size
+    models = status["models"]
+    assert isinstance(models, list)
+    for row in models:
+        assert (row["mu"], row["sigma"]) == pytest.approx(
+            oracle.bayes(results[int(row["model"][1:])]), abs=1e-12
+        )
+
+
+async def wait_counted(base: str, count: int) -> None:
+    async def done() -> bool:
+        status = await status_of(base)
+        return status is not None and status["trials"] == count
+
+    await eventually(done, timeout_s=60)
+
+
+async def test_kill_9_of_a_worker_mid_stream_then_restart_loses_nothing(
+    tmp_path: Path, prefix: str
+) -> None:
+    results = trial_results(7, models=4, questions=8, trials=12)
+    payloads = with_duplicates(trial_events(results), 0.3, seed=8)
+    with mosquitto_broker(tmp_path / "broker", persistent=True) as broker:
+        config, base = write_config(tmp_path, broker, prefix)
+        topic = f"{prefix}/bench/trials"
+        with worker(config, tmp_path / "worker.log") as first:
+            await eventually(lambda: _up(base), timeout_s=30)
+            sending = asyncio.create_task(publish_all(broker, topic, payloads))
+
+            async def some_counted() -> bool:
+                status = await status_of(base)
+                return status is not None and int(status["trials"]) > results.size // 4  # type: ignore[call-overload]
+
+            await eventually(some_counted)
+            os.kill(first.pid, signal.SIGKILL)
+            first.wait()
+        await sending
+        with worker(config, tmp_path / "worker.log"):
+            await wait_counted(base, results.size)
+            assert_exact(await status_of(base), results)
+
+
+async def test_a_broker_restart_mid_stream_loses_nothing(
+    tmp_path: Path, prefix: str
+) -> None:
+    results = trial_results(9, models=3, questions=8, trials=12)
+    payloads = with_duplicates(trial_events(results), 0.3, seed=10)
+    with mosquitto_broker(tmp_path / "broker", persistent=True) as broker:
+        config, base = write_config(tmp_path, broker, prefix)
+        topic = f"{prefix}/bench/trials"
+        with worker(config, tmp_path / "worker.log"):
+            await eventually(lambda: _up(base), timeout_s=30)
+            half = len(payloads) // 2
+            await publish_all(broker, topic, payloads[:half])
+            broker.restart()
+            await publish_all(broker, topic, payloads, start=half)
+            await wait_counted(base, results.size)
+            assert_exact(await status_of(base), results)
+
+
+async def _up(base: str) -> bool:
+    try:
+        async with httpx.AsyncClient(base_url=base, timeout=1.0) as http:
+            return (await http.get("/healthz")).status_code == 200
+    except httpx.HTTPError:
+        return False
