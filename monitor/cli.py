@@ -28,8 +28,7 @@ from rich.live import Live
 from adapters.jsonl import Cursor, JsonLines
 from adapters.mqtt import MqttPublisher, MqttSource
 from adapters.prometheus import metrics_renderer
-from adapters.redis_store import RedisStore
-from adapters.redis_streams import RedisStreamSource
+from adapters.redis import RedisStore, RedisStreamSource
 from adapters.results_files import RowError, load_results_npz, read_trial_rows
 from monitor.config import (
     ServiceConfig,

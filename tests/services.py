@@ -200,7 +200,7 @@ def redis_server(folder: Path, persistent: bool = False) -> Iterator[RedisServer
 def mosquitto_broker(
     folder: Path, extra_config: str = "", persistent: bool = False
 ) -> Iterator[MosquittoBroker]:
-    """A broker; ``persistent`` keeps sessions across :meth:`MosquittoBroker.restart`."""
+    """A broker; ``persistent`` keeps sessions across a restart."""
     broker = MosquittoBroker(
         require_binary("mosquitto"), free_port(), folder, extra_config, persistent
     )

@@ -10,12 +10,8 @@ import pytest
 import redis
 import scorio.eval as oracle
 
-from adapters.redis_streams import (
-    RedisStreamSource,
-    dead_letter_stream,
-    run_of,
-    trials_stream,
-)
+from adapters.redis import keys
+from adapters.redis.streams import RedisStreamSource
 from monitor import Monitor, RunConfig
 from monitor.config import RedisStreamSettings
 from monitor.interfaces import Payload
@@ -39,8 +35,8 @@ def settings(server: RedisServer, prefix: str, **values: object) -> RedisStreamS
 
 
 def test_stream_keys_carry_the_run_as_a_hash_tag() -> None:
-    assert trials_stream("scorio", "aime25") == "scorio:{aime25}:trials"
-    assert run_of("scorio:{aime25}:trials") == "aime25"
+    assert keys.trial_stream("scorio", "aime25") == "scorio:{aime25}:trials"
+    assert keys.run_of_trial_stream("scorio:{aime25}:trials") == "aime25"
 
 
 async def test_entries_added_with_xadd_are_counted_exactly_and_acknowledged(
@@ -49,7 +45,7 @@ async def test_entries_added_with_xadd_are_counted_exactly_and_acknowledged(
     results = trial_results(3, models=2, questions=5, trials=4)
     events = trial_events(results)
     client = redis_client(redis)
-    stream = trials_stream(prefix, "bench")
+    stream = keys.trial_stream(prefix, "bench")
     for event in events[:10]:
         client.xadd(stream, {"data": json.dumps(event)})
     client.xadd(stream, {"data": json.dumps(events[10:20])})  # a batch entry
@@ -81,7 +77,7 @@ async def test_malformed_entries_are_dead_lettered_with_a_reason(
     redis: RedisServer, prefix: str
 ) -> None:
     client = redis_client(redis)
-    stream = trials_stream(prefix, "r")
+    stream = keys.trial_stream(prefix, "r")
     client.xadd(stream, {"data": "{oops"})
     client.xadd(stream, {"model": "a", "question": "1", "trial": "0", "category": "1"})
     client.xadd(
@@ -110,7 +106,7 @@ async def test_entries_a_dead_consumer_left_pending_are_claimed(
     redis: RedisServer, prefix: str
 ) -> None:
     client = redis_client(redis)
-    stream = trials_stream(prefix, "r")
+    stream = keys.trial_stream(prefix, "r")
     client.xgroup_create(stream, "monitor", id="0", mkstream=True)
     for trial in range(5):
         client.xadd(
@@ -152,7 +148,7 @@ async def test_a_poison_entry_goes_to_the_dead_letter_stream(
     redis: RedisServer, prefix: str
 ) -> None:
     client = redis_client(redis)
-    stream = trials_stream(prefix, "r")
+    stream = keys.trial_stream(prefix, "r")
     client.xadd(stream, {"data": "poison"})
     source = RedisStreamSource(
         settings(redis, prefix, claim_idle_ms=100, max_deliveries=2, batch_size=1)
@@ -160,7 +156,7 @@ async def test_a_poison_entry_goes_to_the_dead_letter_stream(
     sink = FailingOn(b"poison")
 
     async def dead_lettered() -> bool:
-        return client.xlen(dead_letter_stream(prefix)) == 1
+        return client.xlen(keys.poison_trials(prefix)) == 1
 
     task = asyncio.create_task(supervised(source, sink))
     try:
@@ -173,8 +169,10 @@ async def test_a_poison_entry_goes_to_the_dead_letter_stream(
         await eventually(went_on)
     finally:
         task.cancel()
-    (entry,) = client.xrange(dead_letter_stream(prefix))
-    assert entry[1][b"reason"].startswith(b"failed 3 deliveries")
+    entries = client.xrange(keys.poison_trials(prefix))
+    assert isinstance(entries, list) and len(entries) == 1
+    fields = entries[0][1]
+    assert fields is not None and fields[b"reason"] == b"failed 3 deliveries"
     assert int(client.xpending(stream, "monitor")["pending"]) == 0
 
 

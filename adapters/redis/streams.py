@@ -1,12 +1,12 @@
 """Trials from Redis Streams: one consumer group per run's trial stream.
 
-Producers ``XADD {prefix}:{<run>}:trials * data '<json event or array>'``
+Producers ``XADD <prefix>:{<run>}:trials * data '<json event or array>'``
 (flat string fields are accepted too, as a JSON object of strings). Each
 worker reads with ``XREADGROUP`` in batches and ``XACK``s an entry only after
 the monitor committed it. Entries a dead worker left pending are taken over
 with ``XAUTOCLAIM`` once idle longer than ``claim_idle_ms``. An entry that
 keeps failing (delivered more than ``max_deliveries`` times) is moved to the
-dead-letter stream ``{prefix}:deadletter:trials`` with the reason, then
+dead-letter stream ``<prefix>:deadletter:trials`` with the reason, then
 acknowledged, so it cannot block the group.
 
 Streams are found by ``SCAN`` for the key pattern every
@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import redis.asyncio as redis_async
 from redis.exceptions import RedisError, ResponseError
 
+from adapters.redis import keys
 from monitor.config import RedisStreamSettings
 from monitor.errors import StoreError
 from monitor.interfaces import IngestSink, Payload
@@ -35,20 +36,6 @@ _BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 _DEAD_LETTER_MAXLEN = 100_000
 
 Entry = tuple[bytes, dict[bytes, bytes]]
-
-
-def trials_stream(prefix: str, run: str) -> str:
-    """The trial stream of a run; the braces make the run id a hash tag."""
-    return f"{prefix}:{{{run}}}:trials"
-
-
-def dead_letter_stream(prefix: str) -> str:
-    """Where poison entries go, capped at the newest 100,000."""
-    return f"{prefix}:deadletter:trials"
-
-
-def run_of(stream: str) -> str:
-    return stream[stream.index("{") + 1 : stream.rindex("}")]
 
 
 class RedisStreamSource:
@@ -118,7 +105,7 @@ class RedisStreamSource:
         return processed
 
     async def _discover(self, client: redis_async.Redis, sink: IngestSink) -> None:
-        pattern = trials_stream(self._settings.prefix, "*")
+        pattern = keys.trial_stream_pattern(self._settings.prefix)
         found = set(self._streams)
         async for key in client.scan_iter(match=pattern, _type="stream", count=1000):
             name = _text(key)
@@ -175,7 +162,7 @@ class RedisStreamSource:
             entries = await self._drop_poison(client, stream, entries)
             if not entries:
                 return
-        run = run_of(stream)
+        run = keys.run_of_trial_stream(stream)
         payloads = [
             Payload(
                 data=_entry_json(fields),
@@ -221,7 +208,7 @@ class RedisStreamSource:
                 keep.append((entry_id, fields))
                 continue
             await client.xadd(
-                dead_letter_stream(self._settings.prefix),
+                keys.poison_trials(self._settings.prefix),
                 {
                     "stream": stream,
                     "id": entry_id,

@@ -1,0 +1,510 @@
+"""The shared state store: several monitor workers count exactly once in Redis.
+
+:class:`RedisStore` implements :class:`monitor.interfaces.Store` with the
+synchronous redis-py client (the engine is synchronous and runs in a worker
+thread). Classification happens in Redis, not in the process: the
+``apply_trials`` Lua script reads each trial's previous category and writes
+the new one, the run's counts, totals and learned costs in one atomic step,
+so two workers delivering the same trial get ``NEW`` exactly once between
+them. Events fire once through the ``fire_events`` script (``HSETNX`` on the
+run's fired hash). Key layout and TTL policy: :mod:`adapters.redis.keys`.
+
+One ``apply`` is one ``MULTI``/``EXEC`` transaction: every chunk of every
+trial batch (at most ``chunk_size`` trials per script call, each chunk seeing
+the writes of the ones before it), the dead letters, their ``rejected``
+counts and the source cursor. Redis runs it without interleaving other
+clients, all or nothing, and the client never retries it (a retried EXEC
+whose reply was lost would apply twice). A StoreError therefore means the
+batch was applied entirely or not at all; only a lost reply leaves the
+caller unsure, and redelivery then counts as duplicates, never twice.
+
+Caveats from Redis itself: a command failing at run time inside a
+transaction is not rolled back, so inputs are validated before anything is
+sent and the scripts read before they write; durability is the server's
+(``appendonly yes`` with ``appendfsync always`` makes an acknowledged apply
+survive a crash), and it must not evict keys (``maxmemory-policy
+noeviction``). The transaction spans the run's slot and the global keys, so
+it needs a standalone server (or Sentinel), not Redis Cluster; the scripts
+themselves are cluster-safe.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from importlib import resources
+from typing import Final
+
+import redis
+from redis.backoff import NoBackoff
+from redis.client import Pipeline
+from redis.commands.core import Script
+from redis.exceptions import RedisError
+from redis.retry import Retry
+from redis.typing import EncodableT, FieldT
+
+from adapters.redis import keys
+from monitor.errors import StoreError
+from monitor.schema import RunConfig
+from monitor.store import (
+    Batch,
+    DeadLetter,
+    JsonValue,
+    ModelCounts,
+    PendingEvent,
+    RunTotals,
+    StoredEvent,
+    StoredState,
+    TrialBatch,
+)
+
+CHUNK_SIZE: Final = 2000
+DEAD_LETTER_LIMIT: Final = 10_000
+DEFAULT_WIDTH: Final = 2
+
+# A reply is text or bytes depending on the client's decode_responses.
+Reply = str | bytes
+ReplyMap = Mapping[Reply, Reply]
+
+
+class RedisStore:
+    """Shared store in Redis for several monitor workers.
+
+    Args:
+        url: ``redis://host:port/db`` (or ``rediss://``, ``unix://``).
+        prefix: The first part of every key; no braces.
+        client: An existing client to use instead of ``url`` (the caller
+            keeps owning it); it must not retry writes on its own.
+        chunk_size: Trials per ``apply_trials`` call.
+        dead_letter_limit: About how many dead letters are kept.
+        timeout_s: Socket connect and read timeout.
+
+    Raises:
+        ValueError: for neither or both of ``url`` and ``client``, or a bad
+            prefix or size.
+        StoreError: when the server cannot be reached.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        prefix: str = "scorio",
+        *,
+        client: redis.Redis | None = None,
+        chunk_size: int = CHUNK_SIZE,
+        dead_letter_limit: int = DEAD_LETTER_LIMIT,
+        timeout_s: float = 10.0,
+    ) -> None:
+        if (url is None) == (client is None):
+            raise ValueError("give exactly one of url and client")
+        if chunk_size < 1 or dead_letter_limit < 1:
+            raise ValueError(
+                "chunk_size and dead_letter_limit must be >= 1; got "
+                f"{chunk_size} and {dead_letter_limit}"
+            )
+        self._prefix = keys.check_prefix(prefix)
+        self._chunk_size = chunk_size
+        self._dead_letter_limit = dead_letter_limit
+        self._owns_client = client is None
+        with _translated("connect"):
+            if client is None:
+                # No automatic retries: a retried EXEC or script that did run
+                # before its reply was lost would be applied twice.
+                client = redis.Redis.from_url(
+                    str(url),
+                    decode_responses=True,
+                    encoding_errors="surrogatepass",
+                    socket_timeout=timeout_s,
+                    socket_connect_timeout=timeout_s,
+                    retry=Retry(NoBackoff(), 0),
+                )
+            self._client = client
+            self._apply_trials_script = self._register("apply_trials.lua")
+            self._fire_events_script = self._register("fire_events.lua")
+
+    @property
+    def is_shared(self) -> bool:
+        return True
+
+    @property
+    def prefix(self) -> str:
+        return self._prefix
+
+    # -- Store -------------------------------------------------------------
+
+    def load(self) -> StoredState:
+        with _translated("load the state"):
+            runs = sorted(_text(run) for run in self._client.smembers(self._runs))
+            pipe = self._client.pipeline(transaction=True)
+            for run in runs:
+                pipe.hgetall(keys.config(self._prefix, run))
+                pipe.hgetall(keys.counts(self._prefix, run))
+                pipe.hgetall(keys.costs(self._prefix, run))
+                pipe.hgetall(keys.totals(self._prefix, run))
+                pipe.hkeys(keys.fired(self._prefix, run))
+            pipe.hgetall(keys.cursors(self._prefix))
+            replies = pipe.execute()
+        state = StoredState()
+        for index, run in enumerate(runs):
+            config, counts, costs, totals, fired = replies[5 * index : 5 * index + 5]
+            width = DEFAULT_WIDTH
+            if config:
+                stored = _texts(config)
+                state.configs[run] = RunConfig.model_validate_json(stored["config"])
+                if stored["declared"] == "1":
+                    state.declared.add(run)
+                width = int(stored["width"])
+            if counts:
+                state.counts[run] = _model_counts(width, counts, costs)
+            if totals:
+                state.totals[run] = _run_totals(totals)
+            for field in fired:
+                kind, subject = json.loads(_text(field))
+                state.fired.add((run, kind, subject))
+        state.cursors = _texts(replies[-1])
+        return state
+
+    def save_config(self, config: RunConfig, declared: bool = True) -> None:
+        key = keys.config(self._prefix, config.run)
+        values: dict[FieldT, EncodableT] = {
+            "config": config.model_dump_json(),
+            "declared": int(declared),
+            "width": len(config.weights),
+        }
+        with _translated(f"save the config of run {config.run!r}"):
+            pipe = self._client.pipeline(transaction=True)
+            if declared:
+                pipe.hset(key, mapping=values)
+            else:
+                # Another worker may have declared the run meanwhile: an
+                # auto-created config never replaces a stored one.
+                for field, value in values.items():
+                    pipe.hsetnx(key, field, value)
+            pipe.sadd(self._runs, config.run)
+            pipe.execute()
+
+    def apply(self, batch: Batch) -> list[list[int]]:
+        for trials in batch.trials:
+            _check_trials(trials)
+        with _translated("apply a batch"):
+            pipe = self._client.pipeline(transaction=True)
+            positions: list[list[int]] = []
+            quoted: dict[str, str] = {}
+            for trials in batch.trials:
+                calls = []
+                for start in range(0, len(trials), self._chunk_size):
+                    calls.append(len(pipe))
+                    stop = min(start + self._chunk_size, len(trials))
+                    self._apply_trials(
+                        pipe, trials.run, _trial_arguments(trials, start, stop, quoted)
+                    )
+                positions.append(calls)
+                pipe.sadd(self._runs, trials.run)
+            for letter in batch.dead_letters:
+                self._add_dead_letter(pipe, letter)
+            if batch.cursor is not None:
+                pipe.hset(keys.cursors(self._prefix), batch.cursor[0], batch.cursor[1])
+            replies = pipe.execute() if len(pipe) else []
+        return [
+            [int(value) for call in calls for value in _text(replies[call]).split(",")]
+            for calls in positions
+        ]
+
+    def totals(self, run: str) -> RunTotals:
+        with _translated(f"read the totals of run {run!r}"):
+            values = self._client.hgetall(keys.totals(self._prefix, run))
+        return _run_totals(values)
+
+    def counts(self, run: str) -> dict[str, ModelCounts]:
+        with _translated(f"read the counts of run {run!r}"):
+            pipe = self._client.pipeline(transaction=True)
+            pipe.hget(keys.config(self._prefix, run), "width")
+            pipe.hgetall(keys.counts(self._prefix, run))
+            pipe.hgetall(keys.costs(self._prefix, run))
+            width, counts, costs = pipe.execute()
+        return _model_counts(
+            DEFAULT_WIDTH if width is None else int(width), counts, costs
+        )
+
+    def record_events(self, events: Sequence[PendingEvent]) -> list[StoredEvent]:
+        by_run: dict[str, list[int]] = {}
+        for index, event in enumerate(events):
+            by_run.setdefault(event.run, []).append(index)
+        if not by_run:
+            return []
+        with _translated("record events"):
+            pipe = self._client.pipeline(transaction=True)
+            for run, indices in by_run.items():
+                self._fire_events(pipe, run, [events[i] for i in indices])
+            replies = pipe.execute()
+        seqs = [0] * len(events)
+        for indices, numbers in zip(by_run.values(), replies, strict=True):
+            for index, number in zip(indices, numbers, strict=True):
+                seqs[index] = int(number)
+        return [
+            StoredEvent(
+                seq=seq,
+                run=event.run,
+                kind=event.kind,
+                subject=event.subject,
+                payload=event.payload,
+                ts=event.ts,
+            )
+            for event, seq in zip(events, seqs, strict=True)
+            if seq
+        ]
+
+    def events_after(
+        self, run: str, seq: int = 0, limit: int = 1000
+    ) -> list[StoredEvent]:
+        with _translated(f"read the events of run {run!r}"):
+            entries = self._client.xrange(
+                keys.events(self._prefix, run),
+                min=f"{max(seq, 0) + 1}-0",
+                max="+",
+                count=limit,
+            )
+        return [
+            _stored_event(run, entry_id, fields)
+            for entry_id, fields in entries or []
+            if entry_id is not None and fields is not None
+        ]
+
+    def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        with _translated("read dead letters"):
+            entries = self._client.xrevrange(
+                keys.dead_letters(self._prefix), max="+", min="-", count=limit
+            )
+        return [
+            _dead_letter(fields)
+            for _, fields in reversed(entries or [])
+            if fields is not None
+        ]
+
+    def close(self) -> None:
+        if self._owns_client:
+            with _translated("close the connection"):
+                self._client.close()
+
+    # -- scripts and writes -------------------------------------------------
+
+    def _register(self, name: str) -> Script:
+        text = resources.files("adapters.redis").joinpath("lua", name).read_text()
+        script = self._client.register_script(text)
+        # Loading at connect fails fast on a bad script or an unreachable
+        # server; later NOSCRIPT replies (after a restart) reload it.
+        self._client.script_load(text)
+        return script
+
+    def _apply_trials(
+        self, pipe: Pipeline, run: str, arguments: list[str | int]
+    ) -> None:
+        self._apply_trials_script(
+            keys=[
+                keys.trials(self._prefix, run),
+                keys.counts(self._prefix, run),
+                keys.totals(self._prefix, run),
+                keys.costs(self._prefix, run),
+            ],
+            args=arguments,
+            client=pipe,
+        )
+
+    def _fire_events(
+        self, pipe: Pipeline, run: str, events: Sequence[PendingEvent]
+    ) -> None:
+        arguments: list[str] = []
+        for event in events:
+            arguments += [
+                json.dumps([event.kind, event.subject]),
+                event.kind,
+                event.subject,
+                json.dumps(event.payload),
+                repr(float(event.ts)),
+            ]
+        self._fire_events_script(
+            keys=[
+                keys.fired(self._prefix, run),
+                keys.event_seq(self._prefix, run),
+                keys.events(self._prefix, run),
+            ],
+            args=arguments,
+            client=pipe,
+        )
+
+    def _add_dead_letter(self, pipe: Pipeline, letter: DeadLetter) -> None:
+        fields: dict[FieldT, EncodableT] = {
+            "source": letter.source,
+            "reason": letter.reason,
+            "raw": letter.raw,
+            "received_s": repr(float(letter.received_s)),
+        }
+        if letter.position is not None:
+            fields["position"] = letter.position
+        if letter.run is not None:
+            fields["run"] = letter.run
+            pipe.hincrby(keys.totals(self._prefix, letter.run), "rejected", 1)
+            pipe.sadd(self._runs, letter.run)
+        pipe.xadd(
+            keys.dead_letters(self._prefix),
+            fields,
+            maxlen=self._dead_letter_limit,
+            approximate=True,
+        )
+
+    @property
+    def _runs(self) -> str:
+        return keys.runs(self._prefix)
+
+
+@contextmanager
+def _translated(action: str) -> Iterator[None]:
+    """The one place redis-py's exceptions become StoreError."""
+    try:
+        yield
+    except RedisError as exc:
+        raise StoreError(f"redis store cannot {action}: {exc}") from exc
+
+
+def _check_trials(trials: TrialBatch) -> None:
+    """Refuse a malformed batch before anything is sent (no half-applied EXEC)."""
+    columns = (trials.model, trials.question, trials.trial, trials.prior)
+    if any(len(c) != len(trials) for c in (*columns, trials.tokens, trials.seconds)):
+        raise ValueError(
+            f"trial batch of run {trials.run!r} has columns of unequal length"
+        )
+    for category in trials.category:
+        if not isinstance(category, int) or isinstance(category, bool) or category < 0:
+            raise ValueError(f"category must be an integer >= 0; got {category!r}")
+    for tokens in trials.tokens:
+        if tokens is not None and (
+            not isinstance(tokens, int) or isinstance(tokens, bool)
+        ):
+            raise ValueError(f"tokens must be an integer or None; got {tokens!r}")
+    for seconds in trials.seconds:
+        if seconds is not None and not math.isfinite(seconds):
+            raise ValueError(f"seconds must be finite or None; got {seconds!r}")
+
+
+def _trial_arguments(
+    trials: TrialBatch, start: int, stop: int, quoted: dict[str, str]
+) -> list[str | int]:
+    """ARGV of ``apply_trials.lua`` for trials ``start:stop`` of the batch.
+
+    One argument per trial rather than three, and ids quoted once per batch
+    (``quoted`` caches their JSON): building and packing the command is
+    most of an apply's time in the client.
+    """
+
+    def quote(text: str) -> str:
+        found = quoted.get(text)
+        if found is None:
+            found = quoted[text] = json.dumps(text)
+        return found
+
+    rows: dict[tuple[str, str, bool], int] = {}
+    encoded: list[str] = []
+    costs: list[str | int] = []
+    for number, index in enumerate(range(start, stop), start=1):
+        model = trials.model[index]
+        row = rows.setdefault(
+            (model, trials.question[index], trials.prior[index]), len(rows) + 1
+        )
+        trial = quote(trials.trial[index])
+        encoded.append(f"{row}:{trials.category[index]}:{trial}")
+        tokens, seconds = trials.tokens[index], trials.seconds[index]
+        if tokens is not None or seconds is not None:
+            costs += [
+                number,
+                quote(model),
+                "" if tokens is None else tokens,
+                "" if seconds is None else repr(float(seconds)),
+            ]
+    row_texts = [
+        f"[{quote(model)},{quote(question)},{int(prior)}]"
+        for model, question, prior in rows
+    ]
+    return [stop - start, len(rows), *row_texts, *encoded, *costs]
+
+
+def _model_counts(
+    width: int, counts: ReplyMap, costs: ReplyMap
+) -> dict[str, ModelCounts]:
+    """ModelCounts per model from the run's counts and costs hashes."""
+    fields = [_text(field) for field in counts]
+    cells = json.loads("[" + ",".join(fields) + "]") if fields else []
+    tables: dict[str, dict[str, list[list[int]]]] = {}
+    for (model, question, prior, category), value in zip(
+        cells, counts.values(), strict=True
+    ):
+        rows = tables.setdefault(model, {}).get(question)
+        if rows is None:
+            rows = tables[model][question] = [[0] * width, [0] * width]
+        if category >= width:
+            raise StoreError(
+                f"stored category {category} is outside 0..{width - 1} of the run"
+            )
+        rows[prior][category] += int(value)
+    spent: dict[tuple[str, str], str] = {}
+    for field, value in costs.items():
+        model, measure = json.loads(_text(field))
+        spent[(model, measure)] = _text(value)
+    result = {}
+    for model in sorted(tables):
+        questions = sorted(tables[model])
+        result[model] = ModelCounts(
+            questions=questions,
+            observed=[tables[model][question][0] for question in questions],
+            prior=[tables[model][question][1] for question in questions],
+            costed_trials=int(spent.get((model, "trials"), 0)),
+            tokens=int(spent.get((model, "tokens"), 0)),
+            seconds=float(spent.get((model, "seconds"), 0.0)),
+        )
+    return result
+
+
+def _run_totals(values: ReplyMap) -> RunTotals:
+    stored = _texts(values)
+    return RunTotals(
+        trials=int(stored.get("trials", 0)),
+        duplicates=int(stored.get("duplicates", 0)),
+        corrections=int(stored.get("corrections", 0)),
+        rejected=int(stored.get("rejected", 0)),
+    )
+
+
+def _stored_event(run: str, entry_id: Reply, fields: ReplyMap) -> StoredEvent:
+    stored = _texts(fields)
+    payload: dict[str, JsonValue] = json.loads(stored["payload"])
+    return StoredEvent(
+        seq=int(_text(entry_id).split("-")[0]),
+        run=run,
+        kind=stored["kind"],
+        subject=stored["subject"],
+        payload=payload,
+        ts=float(stored["ts"]),
+    )
+
+
+def _dead_letter(fields: ReplyMap) -> DeadLetter:
+    stored = _texts(fields)
+    position = stored.get("position")
+    return DeadLetter(
+        source=stored["source"],
+        reason=stored["reason"],
+        raw=stored["raw"],
+        run=stored.get("run"),
+        position=None if position is None else int(position),
+        received_s=float(stored["received_s"]),
+    )
+
+
+def _text(value: Reply) -> str:
+    """A reply as text, whether the client decodes responses or not."""
+    return value if isinstance(value, str) else value.decode("utf-8", "surrogatepass")
+
+
+def _texts(values: ReplyMap) -> dict[str, str]:
+    return {_text(key): _text(value) for key, value in values.items()}

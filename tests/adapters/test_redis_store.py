@@ -1,0 +1,498 @@
+"""The shared Redis store against real redis-server processes.
+
+Reference semantics are MemoryStore's (and so the Ledger's): the same batches
+must give the same answers, totals, counts and costs. Beyond that: workers
+sharing one Redis count exactly once, events fire once, a restart keeps
+everything, a dead server raises StoreError everywhere, and a run's keys
+share one cluster hash slot.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import astuple
+from pathlib import Path
+from urllib.parse import unquote
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from redis import Redis
+from redis.crc import key_slot
+
+from adapters.redis import keys as redis_keys
+from adapters.redis.store import RedisStore
+from monitor import Monitor, RunConfig, StoreError
+from monitor.interfaces import Store
+from monitor.store import (
+    Batch,
+    DeadLetter,
+    MemoryStore,
+    ModelCounts,
+    PendingEvent,
+    StoredState,
+    TrialBatch,
+)
+from tests.monitor.streams import messy, stream_of
+from tests.services import RedisServer, redis_server
+
+Trial = tuple[str, str, str, bool, int, int | None, float | None]
+CountsView = dict[str, tuple[dict[str, tuple[list[int], list[int]]], int, int, float]]
+
+RUNS = ("r1", "r{2}")
+WEIGHTS = [0.0, 0.5, 1.0]
+
+
+def delete_keys(url: str, prefix: str) -> None:
+    """Remove this test's keys (never FLUSHALL: the server is shared)."""
+    with Redis.from_url(url) as client:
+        found = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+        if found:
+            client.delete(*found)
+
+
+@pytest.fixture
+def store(redis: RedisServer, prefix: str) -> Iterator[RedisStore]:
+    delete_keys(redis.url, prefix)
+    opened = RedisStore(redis.url, prefix)
+    yield opened
+    opened.close()
+    delete_keys(redis.url, prefix)
+
+
+def trial_batch(run: str, trials: Sequence[Trial]) -> TrialBatch:
+    batch = TrialBatch(run)
+    for model, question, trial, prior, category, tokens, seconds in trials:
+        batch.append(model, question, trial, category, prior, tokens, seconds)
+    return batch
+
+
+def counts_view(counts: Mapping[str, ModelCounts]) -> CountsView:
+    """Counts keyed by question: stores may list questions in any order."""
+    return {
+        model: (
+            {
+                question: (observed, prior)
+                for question, observed, prior in zip(
+                    value.questions, value.observed, value.prior, strict=True
+                )
+            },
+            value.costed_trials,
+            value.tokens,
+            value.seconds,
+        )
+        for model, value in counts.items()
+    }
+
+
+def state_view(state: StoredState) -> tuple[object, ...]:
+    """A loaded state without the empty entries only MemoryStore keeps."""
+    return (
+        state.configs,
+        state.declared,
+        {run: counts_view(c) for run, c in state.counts.items() if c},
+        {run: t for run, t in state.totals.items() if any(astuple(t))},
+        state.fired,
+        state.cursors,
+    )
+
+
+# Ids with JSON and separator characters, so field encoding is exercised.
+ids = st.sampled_from(["0", "1", "q,3", 'a"b', "\\", "é", "[1]"])
+trials_strategy = st.lists(
+    st.tuples(
+        st.sampled_from(["a", "b:c", '["x"']),
+        ids,
+        ids,
+        st.booleans(),
+        st.integers(0, len(WEIGHTS) - 1),
+        st.none() | st.integers(0, 1000),
+        # Quarters add up exactly, in Python floats and in Redis alike.
+        st.none() | st.integers(0, 40).map(lambda quarters: quarters / 4),
+    ),
+    max_size=14,
+)
+letters_strategy = st.lists(
+    st.builds(
+        DeadLetter,
+        source=st.sampled_from(["file", "mqtt"]),
+        reason=st.text(max_size=8),
+        raw=st.text(max_size=8),
+        run=st.none() | st.sampled_from(RUNS),
+        position=st.none() | st.integers(0, 99),
+        received_s=st.sampled_from([0.0, 1.5]),
+    ),
+    max_size=2,
+)
+batch_strategy = st.tuples(
+    st.lists(st.tuples(st.sampled_from(RUNS), trials_strategy), max_size=3),
+    letters_strategy,
+    st.none() | st.tuples(st.sampled_from(["file", "mqtt"]), st.text(max_size=5)),
+)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(batch_strategy, min_size=1, max_size=5))
+def test_random_batches_get_the_same_answers_as_the_memory_store(
+    redis: RedisServer,
+    prefix: str,
+    batches: list[
+        tuple[
+            list[tuple[str, list[Trial]]],
+            list[DeadLetter],
+            tuple[str, str] | None,
+        ]
+    ],
+) -> None:
+    delete_keys(redis.url, prefix)
+    memory = MemoryStore()
+    # Tiny chunks: classification must stay sequential across script calls.
+    shared = RedisStore(redis.url, prefix, chunk_size=3)
+    try:
+        for run in RUNS:
+            for target in (memory, shared):
+                target.save_config(RunConfig(run=run, weights=WEIGHTS))
+        for trial_batches, letters, cursor in batches:
+            batch = Batch(
+                [trial_batch(run, trials) for run, trials in trial_batches],
+                letters,
+                cursor,
+            )
+            assert shared.apply(batch) == memory.apply(batch)
+        for run in RUNS:
+            assert shared.totals(run) == memory.totals(run)
+            assert counts_view(shared.counts(run)) == counts_view(memory.counts(run))
+        assert state_view(shared.load()) == state_view(memory.load())
+        assert shared.dead_letters(3) == memory.dead_letters(3)
+    finally:
+        shared.close()
+        delete_keys(redis.url, prefix)
+
+
+def ingest_all(
+    monitor: Monitor, events: Sequence[Mapping[str, object]], chunk: int = 50
+) -> None:
+    for start in range(0, len(events), chunk):
+        monitor.ingest(events[start : start + chunk])
+
+
+def messy_stream(seed: int) -> list[dict[str, object]]:
+    rng = np.random.default_rng(seed)
+    results = (rng.random((4, 10, 8)) < rng.random((4, 1, 1))).astype(np.int64)
+    events = messy(stream_of(results), rng)
+    events[len(events) // 2 : len(events) // 2] = [
+        {"run": "bench", "model": "m0", "question": 1, "trial": 0, "category": 7},
+        {"run": "bench", "model": "m0", "question": 11, "trial": 0, "correct": True},
+    ]
+    return events
+
+
+def bench_config() -> RunConfig:
+    return RunConfig(run="bench", question_count=10, max_trials_per_question=20)
+
+
+def test_a_monitor_on_redis_gives_the_same_status_as_one_in_memory(
+    store: RedisStore,
+) -> None:
+    events = messy_stream(5)
+    with (
+        Monitor(look_interval_s=0) as memory,
+        Monitor(store, look_interval_s=0) as shared,
+    ):
+        for monitor in (memory, shared):
+            monitor.configure(bench_config())
+            ingest_all(monitor, events)
+        assert shared.status("bench") == memory.status("bench")
+        assert shared.status("bench").rejected == 2
+        assert [(e.kind, e.subject) for e in shared.events_after("bench")] == [
+            (e.kind, e.subject) for e in memory.events_after("bench")
+        ]
+
+
+def deliveries(
+    rng: np.random.Generator, models: int, questions: int, trials: int
+) -> list[Trial]:
+    """Every trial at least once, shuffled, with repeats and corrections."""
+    out: list[Trial] = []
+    for m in range(models):
+        for q in range(questions):
+            for t in range(trials):
+                for _ in range(1 + int(rng.integers(0, 3))):
+                    category = int(rng.integers(0, 3))
+                    out.append((f"m{m}", str(q), str(t), False, category, 1, None))
+    return [out[i] for i in rng.permutation(len(out))]
+
+
+def test_two_workers_applying_concurrently_count_every_trial_exactly_once(
+    redis: RedisServer, store: RedisStore
+) -> None:
+    store.save_config(RunConfig(run="r", weights=WEIGHTS))
+    other = RedisStore(redis.url, store.prefix)
+    workers = [store, other]
+    streams = [deliveries(np.random.default_rng(seed), 3, 20, 10) for seed in (1, 2)]
+    answers: list[list[int]] = [[], []]
+    start = threading.Barrier(2)
+
+    def work(index: int) -> None:
+        start.wait()
+        stream = streams[index]
+        for offset in range(0, len(stream), 25):
+            batch = Batch([trial_batch("r", stream[offset : offset + 25])])
+            answers[index].extend(workers[index].apply(batch)[0])
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(work, range(2)))
+    other.close()
+
+    distinct = 3 * 20 * 10
+    delivered = sum(len(stream) for stream in streams)
+    totals = store.totals("r")
+    assert sum(a.count(-1) for a in answers) == totals.trials == distinct
+    assert totals.duplicates + totals.corrections == delivered - distinct
+    # The counts agree with the per-trial index cell by cell.
+    recount: dict[tuple[str, str], list[int]] = {}
+    with Redis.from_url(redis.url, decode_responses=True) as client:
+        stored = client.hgetall(redis_keys.trials(store.prefix, "r"))
+    for field, category in stored.items():
+        model, question, _, _ = json.loads(field)
+        recount.setdefault((model, question), [0, 0, 0])[int(category)] += 1
+    counts = store.counts("r")
+    cells = {
+        (model, question): row
+        for model, value in counts.items()
+        for question, row in zip(value.questions, value.observed, strict=True)
+    }
+    assert cells == recount
+    assert sum(sum(row) for row in cells.values()) == distinct
+    assert sum(value.costed_trials for value in counts.values()) == distinct
+
+
+def pending(
+    run: str, kinds: Sequence[str], subjects: Sequence[str]
+) -> list[PendingEvent]:
+    return [
+        PendingEvent(run, kind, subject, {"subject": subject}, 1.0)
+        for kind in kinds
+        for subject in subjects
+    ]
+
+
+def test_each_event_fires_once_across_two_stores(
+    redis: RedisServer, store: RedisStore
+) -> None:
+    other = RedisStore(redis.url, store.prefix)
+    events = pending("r", ["model_done", "pair_resolved"], [str(i) for i in range(30)])
+    events += pending("s", ["model_done"], ["a", "b"])
+    start = threading.Barrier(2)
+    fired: list[list[tuple[str, str, str, int]]] = [[], []]
+
+    def work(index: int) -> None:
+        target = (store, other)[index]
+        order = np.random.default_rng(index).permutation(len(events))
+        start.wait()
+        for offset in range(0, len(events), 4):
+            chunk = [events[i] for i in order[offset : offset + 4]]
+            fired[index].extend(
+                (e.run, e.kind, e.subject, e.seq) for e in target.record_events(chunk)
+            )
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(work, range(2)))
+    other.close()
+
+    everything = fired[0] + fired[1]
+    keys = [(run, kind, subject) for run, kind, subject, _ in everything]
+    assert sorted(keys) == sorted((e.run, e.kind, e.subject) for e in events)
+    for run, size in (("r", 60), ("s", 2)):
+        stored = store.events_after(run)
+        assert [e.seq for e in stored] == list(range(1, size + 1))
+        assert sorted((e.kind, e.subject, e.seq) for e in stored) == sorted(
+            (kind, subject, seq) for r, kind, subject, seq in everything if r == run
+        )
+    assert store.record_events(events) == []
+
+
+def test_events_after_resumes_after_a_sequence_number(store: RedisStore) -> None:
+    fired = store.record_events(pending("r", ["model_done"], ["a", "b", "c", "d"]))
+    assert store.events_after("r") == fired
+    assert store.events_after("r", fired[1].seq) == fired[2:]
+    assert store.events_after("r", fired[0].seq, limit=2) == fired[1:3]
+    assert store.events_after("r", fired[-1].seq) == []
+    assert store.events_after("other") == []
+
+
+def test_dead_letters_come_newest_last_and_the_stream_is_capped(
+    redis: RedisServer, prefix: str
+) -> None:
+    capped = RedisStore(redis.url, prefix, dead_letter_limit=5)
+    letters = [DeadLetter("file", "bad json", str(i), position=i) for i in range(300)]
+    capped.apply(Batch(dead_letters=letters, cursor=("file", "300")))
+    assert capped.dead_letters(3) == letters[-3:]
+    assert capped.load().cursors == {"file": "300"}
+    with Redis.from_url(redis.url) as client:
+        # MAXLEN ~ trims whole stream nodes (100 entries each by default).
+        assert client.xlen(redis_keys.dead_letters(prefix)) < 300
+    capped.close()
+    delete_keys(redis.url, prefix)
+
+
+def test_an_auto_created_config_never_replaces_a_declared_one(
+    store: RedisStore,
+) -> None:
+    declared = RunConfig(run="r", weights=WEIGHTS)
+    store.save_config(declared)
+    store.save_config(RunConfig(run="r"), declared=False)
+    state = store.load()
+    assert state.configs == {"r": declared}
+    assert state.declared == {"r"}
+
+
+def test_a_restart_with_persistence_keeps_all_state(tmp_path: Path) -> None:
+    with redis_server(tmp_path / "redis", persistent=True) as server:
+        with Monitor(RedisStore(server.url, "scorio"), look_interval_s=0) as first:
+            first.configure(bench_config())
+            ingest_all(first, messy_stream(7))
+            before = first.status("bench")
+            fired = first.events_after("bench")
+            state = first.store.load()
+        # SIGKILL: only what appendfsync always wrote survives.
+        server.kill()
+        server.start()
+        with Monitor(RedisStore(server.url, "scorio")) as second:
+            assert second.status("bench") == before
+            assert second.events_after("bench") == fired
+            assert second.look() == []
+            assert state_view(second.store.load()) == state_view(state)
+
+
+def test_a_store_keeps_working_across_a_server_restart(tmp_path: Path) -> None:
+    events = messy_stream(8)
+    with (
+        redis_server(tmp_path / "redis", persistent=True) as server,
+        Monitor(look_interval_s=0) as memory,
+        Monitor(RedisStore(server.url, "scorio"), look_interval_s=0) as shared,
+    ):
+        for monitor in (memory, shared):
+            monitor.configure(bench_config())
+        half = len(events) // 2
+        ingest_all(shared, events[:half])
+        # The pooled connections die and the server forgets the scripts.
+        server.kill()
+        server.start()
+        ingest_all(shared, events[half:])
+        ingest_all(memory, events)
+        assert shared.status("bench") == memory.status("bench")
+
+
+def public_calls(target: RedisStore) -> dict[str, Callable[[], object]]:
+    batch = Batch(
+        [trial_batch("r", [("a", "1", "9", False, 1, None, None)])],
+        [DeadLetter("file", "bad", "x", run="r")],
+        ("file", "9"),
+    )
+    return {
+        "load": target.load,
+        "save_config": lambda: target.save_config(RunConfig(run="other")),
+        "apply": lambda: target.apply(batch),
+        "totals": lambda: target.totals("r"),
+        "counts": lambda: target.counts("r"),
+        "record_events": lambda: target.record_events(pending("r", ["k"], ["s"])),
+        "events_after": lambda: target.events_after("r"),
+        "dead_letters": target.dead_letters,
+    }
+
+
+def test_every_method_raises_store_error_when_the_server_is_down(
+    tmp_path: Path,
+) -> None:
+    with redis_server(tmp_path / "redis", persistent=True) as server:
+        target = RedisStore(server.url, "scorio")
+        target.save_config(RunConfig(run="r", weights=WEIGHTS))
+        target.apply(Batch([trial_batch("r", [("a", "1", "0", False, 2, 5, 1.0)])]))
+        before = target.load()
+        server.kill()
+        untranslated = [
+            name
+            for name, call in public_calls(target).items()
+            if not raises_store_error(call)
+        ]
+        assert untranslated == []
+        with pytest.raises(StoreError):
+            RedisStore(server.url, "scorio")
+        target.close()
+        server.start()
+        after = RedisStore(server.url, "scorio")
+        assert state_view(after.load()) == state_view(before)
+        assert after.totals("r").rejected == 0
+        assert after.dead_letters() == []
+        after.close()
+
+
+def raises_store_error(call: Callable[[], object]) -> bool:
+    try:
+        call()
+    except StoreError:
+        return True
+    return False
+
+
+def test_a_malformed_batch_is_refused_before_anything_is_applied(
+    redis: RedisServer, store: RedisStore
+) -> None:
+    chunked = RedisStore(redis.url, store.prefix, chunk_size=2)
+    good = [("a", str(q), "0", False, 1, None, None) for q in range(5)]
+    bad = trial_batch("r", good)
+    bad.category[-1] = -1
+    with pytest.raises(ValueError, match="category"):
+        chunked.apply(Batch([trial_batch("r", good), bad], cursor=("file", "1")))
+    assert store.load() == StoredState()
+    chunked.close()
+
+
+def test_a_client_that_returns_bytes_reads_the_same_state(
+    redis: RedisServer, store: RedisStore
+) -> None:
+    store.save_config(RunConfig(run="r{1}", weights=WEIGHTS))
+    trials = [
+        ("é", "q,1", 'a"b', True, 2, 3, 0.5),
+        ("é", "2", "0", False, 1, None, None),
+    ]
+    store.apply(
+        Batch(
+            [trial_batch("r{1}", trials)],
+            [DeadLetter("file", "bad", "raw é", run="r{1}", position=4)],
+            ("file", "2"),
+        )
+    )
+    store.record_events(pending("r{1}", ["model_done"], ["é"]))
+    with Redis.from_url(redis.url) as client:
+        raw = RedisStore(client=client, prefix=store.prefix)
+        assert raw.load() == store.load()
+        assert raw.counts("r{1}") == store.counts("r{1}")
+        assert raw.totals("r{1}") == store.totals("r{1}")
+        assert raw.events_after("r{1}") == store.events_after("r{1}")
+        assert raw.dead_letters() == store.dead_letters()
+        assert raw.apply(Batch([trial_batch("r{1}", trials)])) == [[2, 1]]
+        raw.close()
+
+
+@given(run=st.text(min_size=1, max_size=20))
+def test_the_keys_of_one_run_share_one_cluster_slot(run: str) -> None:
+    tag = redis_keys.hash_tag(run)
+    assert "{" not in tag
+    assert "}" not in tag
+    assert unquote(tag) == run
+    slots = {
+        key_slot(key.encode("utf-8", "surrogatepass"))
+        for key in redis_keys.run_keys("scorio", run)
+    }
+    assert slots == {key_slot(tag.encode("utf-8", "surrogatepass"))}
+
+
+def test_a_redis_store_is_a_store(store: RedisStore) -> None:
+    typed: Store = store
+    assert typed.is_shared
