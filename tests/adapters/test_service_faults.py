@@ -8,6 +8,7 @@ to scorio on the true results.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -28,7 +29,7 @@ from tests.adapters.helpers import (
     trial_results,
     with_duplicates,
 )
-from tests.services import MosquittoBroker, free_port, mosquitto_broker
+from tests.services import MosquittoBroker, free_port, mosquitto_broker, redis_server
 
 COMMAND = [sys.executable, "-m", "monitor.cli", "serve", "--config"]
 
@@ -52,25 +53,37 @@ def worker(config: Path, log: Path) -> Iterator[subprocess.Popen[bytes]]:
 
 
 def write_config(
-    folder: Path, broker: MosquittoBroker, prefix: str, name: str = "worker"
+    folder: Path,
+    broker: MosquittoBroker,
+    prefix: str,
+    name: str = "worker",
+    redis_url: str | None = None,
 ) -> tuple[Path, str]:
+    """A `serve` config: SQLite by default, or Redis with a shared subscription."""
     port = free_port()
     config = folder / f"{name}.toml"
+    store = (
+        f'kind = "redis"\nurl = "{redis_url}"\nprefix = "{prefix}"'
+        if redis_url
+        else f'kind = "sqlite"\npath = "{folder / "state.db"}"'
+    )
+    shared = 'shared_group = "workers"' if redis_url else ""
     config.write_text(
         f"""
 status_interval_s = 0.02
 [store]
-kind = "sqlite"
-path = "{folder / "state.db"}"
+{store}
 [mqtt]
 url = "{broker.url}"
 topic_prefix = "{prefix}"
 client_id = "{prefix}-{name}"
+{shared}
 [http]
 listen = "127.0.0.1:{port}"
 [[runs]]
 run = "bench"
 question_count = 8
+max_trials_per_question = 12
 """
     )
     return config, f"http://127.0.0.1:{port}"
@@ -165,6 +178,78 @@ async def test_a_broker_restart_mid_stream_loses_nothing(
             await publish_all(broker, topic, payloads, start=half)
             await wait_counted(base, results.size)
             assert_exact(await status_of(base), results)
+
+
+async def test_a_redis_restart_mid_stream_keeps_every_count(
+    tmp_path: Path, prefix: str
+) -> None:
+    results = trial_results(11, models=3, questions=8, trials=12)
+    payloads = with_duplicates(trial_events(results), 0.3, seed=12)
+    with (
+        mosquitto_broker(tmp_path / "broker", persistent=True) as broker,
+        redis_server(tmp_path / "redis", persistent=True) as redis,
+    ):
+        config, base = write_config(tmp_path, broker, prefix, redis_url=redis.url)
+        topic = f"{prefix}/bench/trials"
+        with worker(config, tmp_path / "worker.log"):
+            await eventually(lambda: _up(base), timeout_s=30)
+            half = len(payloads) // 2
+            await publish_all(broker, topic, payloads[:half])
+            redis.kill()  # a crash: AOF with fsync always keeps what was acknowledged
+            await publish_all(broker, topic, payloads, start=half)
+            await asyncio.sleep(1.0)
+            redis.start()
+            await wait_counted(base, results.size)
+            assert_exact(await status_of(base), results)
+
+
+async def test_two_workers_sharing_a_subscription_count_exactly_and_fire_events_once(
+    tmp_path: Path, prefix: str
+) -> None:
+    rng = np.random.default_rng(13)
+    rates = np.array([0.9, 0.5, 0.1])[:, None, None]
+    results = (rng.random((3, 8, 12)) < rates).astype(np.int64)
+    payloads = with_duplicates(trial_events(results), 0.3, seed=14)
+    events: list[dict[str, object]] = []
+    with (
+        mosquitto_broker(tmp_path / "broker") as broker,
+        redis_server(tmp_path / "redis") as redis,
+    ):
+        first, base = write_config(tmp_path, broker, prefix, "one", redis.url)
+        second, other = write_config(tmp_path, broker, prefix, "two", redis.url)
+        async with aiomqtt.Client("127.0.0.1", broker.port) as watcher:
+            await watcher.subscribe(f"{prefix}/bench/events", qos=1)
+
+            async def collect() -> None:
+                async for message in watcher.messages:
+                    events.append(json.loads(bytes(message.payload)))
+
+            reader = asyncio.create_task(collect())
+            with (
+                worker(first, tmp_path / "one.log"),
+                worker(second, tmp_path / "two.log"),
+            ):
+                await eventually(lambda: _up(base), timeout_s=30)
+                await eventually(lambda: _up(other), timeout_s=30)
+                await publish_all(broker, f"{prefix}/bench/trials", payloads)
+                await wait_counted(base, results.size)
+                await wait_counted(other, results.size)
+
+                async def stable() -> bool:
+                    return any(event["kind"] == "ranking_stable" for event in events)
+
+                await eventually(stable)
+                await asyncio.sleep(1.0)  # time for any duplicate to show up
+                assert_exact(await status_of(base), results)
+                assert_exact(await status_of(other), results)
+            reader.cancel()
+    keys = [(event["kind"], event["subject"]) for event in events]
+    assert len(keys) == len(set(keys)), keys
+    assert {"pair_resolved", "model_done", "ranking_stable"} <= {
+        kind for kind, _ in keys
+    }
+    logs = (tmp_path / "one.log").read_text() + (tmp_path / "two.log").read_text()
+    assert logs.count("subscribed to $share/workers/") >= 2
 
 
 async def _up(base: str) -> bool:
