@@ -65,6 +65,9 @@ class Monitor:
         clock: Seconds since the epoch; injectable for tests.
         look_interval_s: Minimum time between looks triggered by ingestion
             (statuses and plans always look); 0 looks after every call.
+        shared_refresh_s: With a shared store (several workers), how often a
+            look re-reads every worker's counts; between re-reads a status
+            adds this worker's own trials to the last shared counts.
 
     Examples:
         >>> monitor = Monitor()
@@ -82,6 +85,7 @@ class Monitor:
         *,
         clock: Callable[[], float] = time.time,
         look_interval_s: float = 0.05,
+        shared_refresh_s: float = 0.25,
     ) -> None:
         if state is None:
             self._store: Store = MemoryStore()
@@ -91,6 +95,8 @@ class Monitor:
             self._store = state
         self._clock = clock
         self._look_interval_s = look_interval_s
+        self._shared_refresh_s = shared_refresh_s
+        self._last_refresh: dict[str, float] = {}
         self._runs: dict[str, RunState] = {}
         self._decisions: dict[str, RunDecision] = {}
         self._dirty: set[str] = set()
@@ -512,8 +518,17 @@ class Monitor:
             ):
                 continue
             state = self._runs[run]
-            if self._store.is_shared:
-                state.restore(self._store.counts(run))
+            if (
+                self._store.is_shared
+                and now - self._last_refresh.get(run, -math.inf)
+                >= self._shared_refresh_s
+            ):
+                # Other workers' trials: re-read the shared counts when they
+                # changed, now and then; local tables hold this worker's own.
+                self._last_refresh[run] = now
+                shared = self._store.counts_if_changed(run)
+                if shared is not None:
+                    state.restore(shared)
             decision = decide(
                 state.standings(state.config.confidence),
                 state.config,

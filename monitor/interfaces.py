@@ -83,6 +83,12 @@ class Store(Protocol):
         """Current counts of every model of a run (for shared stores)."""
         ...
 
+    def counts_if_changed(self, run: str) -> dict[str, ModelCounts] | None:
+        """Counts if another process changed them since this store last
+        returned or applied them; ``None`` when nothing changed (always, for
+        a store no one else writes)."""
+        ...
+
     def record_events(self, events: Sequence[PendingEvent]) -> list[StoredEvent]:
         """Keep events never fired before; return those, numbered."""
         ...

@@ -187,6 +187,9 @@ class SqliteStore:
     def counts(self, run: str) -> dict[str, ModelCounts]:
         return self._local.counts(run)
 
+    def counts_if_changed(self, run: str) -> dict[str, ModelCounts] | None:
+        return None
+
     def record_events(self, events: Sequence[PendingEvent]) -> list[StoredEvent]:
         if self._read_only or not events:
             return []

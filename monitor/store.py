@@ -349,6 +349,9 @@ class MemoryStore:
     def counts(self, run: str) -> dict[str, ModelCounts]:
         return self._local.counts(run)
 
+    def counts_if_changed(self, run: str) -> dict[str, ModelCounts] | None:
+        return None
+
     def record_events(self, events: Sequence[PendingEvent]) -> list[StoredEvent]:
         fired = []
         for event in events:

@@ -105,6 +105,8 @@ class RedisStore:
                 f"{chunk_size} and {dead_letter_limit}"
             )
         self._prefix = keys.check_prefix(prefix)
+        # Per run, the newest version of the counts this store has seen.
+        self._versions: dict[str, int] = {}
         self._chunk_size = chunk_size
         self._dead_letter_limit = dead_letter_limit
         self._owns_client = client is None
@@ -207,10 +209,36 @@ class RedisStore:
             if batch.cursor is not None:
                 pipe.hset(keys.cursors(self._prefix), batch.cursor[0], batch.cursor[1])
             replies = pipe.execute() if len(pipe) else []
-        return [
-            [int(value) for call in calls for value in _text(replies[call]).split(",")]
-            for calls in positions
-        ]
+        previous: list[list[int]] = []
+        for trials, calls in zip(batch.trials, positions, strict=True):
+            answers: list[int] = []
+            for call in calls:
+                version, _, categories = _text(replies[call]).partition("|")
+                self._note_version(trials.run, int(version))
+                answers.extend(int(value) for value in categories.split(","))
+            previous.append(answers)
+        return previous
+
+    def counts_if_changed(self, run: str) -> dict[str, ModelCounts] | None:
+        """The run's counts if another process changed them since we last saw them.
+
+        Each apply that changes counts bumps the run's version; versions this
+        store produced itself (one after the other) need no re-read. One
+        ``HGET`` when nothing changed.
+        """
+        with _translated(f"read the version of run {run!r}"):
+            current = int(
+                self._client.hget(keys.totals(self._prefix, run), "version") or 0
+            )
+        if current == self._versions.get(run, 0):
+            return None
+        return self.counts(run)
+
+    def _note_version(self, run: str, version: int) -> None:
+        # Our own change right after the version we knew keeps us current; a
+        # jump means another worker wrote in between (re-read next look).
+        if version == self._versions.get(run, 0) + 1:
+            self._versions[run] = version
 
     def totals(self, run: str) -> RunTotals:
         with _translated(f"read the totals of run {run!r}"):
@@ -220,10 +248,12 @@ class RedisStore:
     def counts(self, run: str) -> dict[str, ModelCounts]:
         with _translated(f"read the counts of run {run!r}"):
             pipe = self._client.pipeline(transaction=True)
+            pipe.hget(keys.totals(self._prefix, run), "version")
             pipe.hget(keys.config(self._prefix, run), "width")
             pipe.hgetall(keys.counts(self._prefix, run))
             pipe.hgetall(keys.costs(self._prefix, run))
-            width, counts, costs = pipe.execute()
+            version, width, counts, costs = pipe.execute()
+        self._versions[run] = int(version or 0)
         return _model_counts(
             DEFAULT_WIDTH if width is None else int(width), counts, costs
         )

@@ -2,7 +2,8 @@
 --
 -- KEYS[1]  trials  hash  JSON [model, question, prior, trial] -> category
 -- KEYS[2]  counts  hash  JSON [model, question, prior, category] -> trials
--- KEYS[3]  totals  hash  trials | duplicates | corrections -> count
+-- KEYS[3]  totals  hash  trials | duplicates | corrections -> count;
+--                        version -> how many chunks changed the counts
 -- KEYS[4]  costs   hash  JSON [model, "trials"|"tokens"|"seconds"] -> sum
 --
 -- ARGV[1]  n, the number of trials in the chunk
@@ -14,8 +15,9 @@
 -- ARGV[r+n+3 ..]  four per trial that reported a cost: trial number,
 --          model as a JSON string, tokens, seconds ("" when not reported)
 --
--- Returns the previous category of every trial, comma-separated, -1 for a
--- new one. A repeat inside the chunk sees the delivery before it, as
+-- Returns "<version>|<previous categories>": the run's version after this
+-- chunk, then the previous category of every trial, comma-separated, -1 for
+-- a new one. A repeat inside the chunk sees the delivery before it, as
 -- monitor.ledger does. Every read happens before the first write, so an
 -- error (a key of the wrong type) leaves the keys untouched.
 
@@ -110,6 +112,10 @@ end
 if corrections > 0 then
   redis.call('HINCRBY', KEYS[3], 'corrections', corrections)
 end
+local version = redis.call('HGET', KEYS[3], 'version') or '0'
+if new + corrections > 0 then
+  version = redis.call('HINCRBY', KEYS[3], 'version', 1)
+end
 for model, sums in pairs(spent) do
   redis.call('HINCRBY', KEYS[4], '[' .. model .. ',"trials"]', sums[1])
   redis.call('HINCRBY', KEYS[4], '[' .. model .. ',"tokens"]',
@@ -117,4 +123,4 @@ for model, sums in pairs(spent) do
   redis.call('HINCRBYFLOAT', KEYS[4], '[' .. model .. ',"seconds"]',
     string.format('%.17g', sums[3]))
 end
-return table.concat(previous, ',')
+return version .. '|' .. table.concat(previous, ',')

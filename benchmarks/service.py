@@ -1,0 +1,214 @@
+"""End-to-end service throughput and latency: MQTT in, Redis shared state.
+
+Run: `.venv/bin/python benchmarks/service.py`
+
+Starts its own mosquitto and redis-server on free ports and one or two
+`scorio-monitor serve` workers (Redis store, shared MQTT subscription).
+
+- throughput: a publisher sends N trials as JSON arrays of 100 per QoS 1
+  message as fast as the broker takes them; the clock stops when a worker's
+  status counts all N (the status is computed from the shared Redis counts).
+- latency: single-trial messages paced at 1,000 trials/s; for each trial,
+  the time from its publish to the first retained status on MQTT that
+  counts it. Reported as p50 / p99 over the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import aiomqtt
+import httpx
+import numpy as np
+
+from tests.services import free_port, mosquitto_broker, redis_server
+
+ROOT = Path(__file__).resolve().parent.parent
+BROKER_CONFIG = "max_inflight_messages 1000\nmax_queued_messages 1000000\n"
+
+
+def write_config(
+    folder: Path, broker_url: str, redis_url: str, name: str
+) -> tuple[Path, str]:
+    port = free_port()
+    path = folder / f"{name}.toml"
+    path.write_text(
+        f"""
+status_interval_s = 0.005
+look_interval_s = 0.05
+[store]
+kind = "redis"
+url = "{redis_url}"
+prefix = "bench"
+[mqtt]
+url = "{broker_url}"
+topic_prefix = "bench"
+client_id = "bench-{name}"
+shared_group = "workers"
+max_batch = 1000
+[http]
+listen = "127.0.0.1:{port}"
+[[runs]]
+run = "run"
+question_count = 1000
+max_trials_per_question = 1000000
+"""
+    )
+    return path, f"http://127.0.0.1:{port}"
+
+
+def start_worker(config: Path, log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as output:
+        return subprocess.Popen(
+            [sys.executable, "-m", "monitor.cli", "serve", "--config", str(config)],
+            stdout=output,
+            stderr=output,
+            cwd=ROOT,
+        )
+
+
+async def wait_up(base: str) -> None:
+    async with httpx.AsyncClient(base_url=base, timeout=1.0) as http:
+        for _ in range(300):
+            try:
+                if (await http.get("/healthz")).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(0.1)
+    raise RuntimeError(f"worker at {base} did not start")
+
+
+async def counted(base: str) -> int:
+    async with httpx.AsyncClient(base_url=base, timeout=5.0) as http:
+        response = await http.get("/runs/run/status")
+        return int(response.json()["trials"]) if response.status_code == 200 else 0
+
+
+def trials(count: int, offset: int, seed: int) -> list[dict[str, object]]:
+    rng = np.random.default_rng(seed)
+    models = rng.integers(0, 10, size=count)
+    outcomes = rng.random(count) < 0.5
+    return [
+        {
+            "model": f"m{models[i]}",
+            "question": (offset + i) % 1000,
+            "trial": (offset + i) // 1000,
+            "correct": bool(outcomes[i]),
+        }
+        for i in range(count)
+    ]
+
+
+async def throughput(port: int, base: str, count: int, offset: int) -> float:
+    events = trials(count, offset, seed=offset)
+    before = await counted(base)
+    start = time.perf_counter()
+    async with aiomqtt.Client("127.0.0.1", port, max_inflight_messages=1000) as client:
+        for index in range(0, count, 100):
+            await client.publish(
+                "bench/run/trials", json.dumps(events[index : index + 100]), qos=1
+            )
+    while await counted(base) < before + count:
+        await asyncio.sleep(0.02)
+    return count / (time.perf_counter() - start)
+
+
+async def latency(
+    port: int, seconds: float, rate: float, offset: int
+) -> tuple[float, float]:
+    events = trials(int(seconds * rate), offset, seed=offset + 1)
+    published: list[float] = []
+    seen: list[tuple[float, int]] = []
+    async with (
+        aiomqtt.Client("127.0.0.1", port) as watcher,
+        aiomqtt.Client("127.0.0.1", port) as sender,
+    ):
+        await watcher.subscribe("bench/run/status", qos=0)
+        first: int | None = None
+
+        async def watch() -> None:
+            nonlocal first
+            async for message in watcher.messages:
+                trials_now = int(json.loads(bytes(message.payload))["trials"])
+                if first is None:
+                    first = trials_now
+                seen.append((time.perf_counter(), trials_now))
+
+        reader = asyncio.create_task(watch())
+        await asyncio.sleep(0.5)
+        start = time.perf_counter()
+        for index, event in enumerate(events):
+            target = start + index / rate
+            delay = target - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            published.append(time.perf_counter())
+            await sender.publish("bench/run/trials", json.dumps(event), qos=1)
+        await asyncio.sleep(1.0)
+        reader.cancel()
+    base_count = first or 0
+    arrivals = np.array([moment for moment, _ in seen])
+    counts = np.array([count for _, count in seen])
+    delays = []
+    for index, sent in enumerate(published):
+        reached = np.flatnonzero(counts >= base_count + index + 1)
+        if reached.size:
+            delays.append(arrivals[reached[0]] - sent)
+    values = np.array(delays) * 1000
+    return float(np.percentile(values, 50)), float(np.percentile(values, 99))
+
+
+async def measure(workers: int, count: int, folder: Path) -> dict[str, float]:
+    with ExitStack() as stack:
+        broker = stack.enter_context(mosquitto_broker(folder / "broker", BROKER_CONFIG))
+        redis = stack.enter_context(redis_server(folder / "redis"))
+        processes = []
+        bases = []
+        for index in range(workers):
+            config, base = write_config(folder, broker.url, redis.url, f"w{index}")
+            processes.append(start_worker(config, folder / f"w{index}.log"))
+            bases.append(base)
+        try:
+            for base in bases:
+                await wait_up(base)
+            await asyncio.sleep(1.0)
+            rate = await throughput(broker.port, bases[0], count, offset=0)
+            p50, p99 = await latency(broker.port, 5.0, 1000.0, offset=count)
+        finally:
+            for process in processes:
+                process.send_signal(signal.SIGTERM)
+            for process in processes:
+                process.wait(timeout=30)
+    return {
+        "workers": workers,
+        "trials_per_s": round(rate),
+        "latency_p50_ms": round(p50, 2),
+        "latency_p99_ms": round(p99, 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=200_000)
+    arguments = parser.parse_args()
+    results = []
+    for workers in (1, 2):
+        with tempfile.TemporaryDirectory() as folder:
+            results.append(
+                asyncio.run(measure(workers, arguments.trials, Path(folder)))
+            )
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
