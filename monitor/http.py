@@ -1,24 +1,44 @@
-"""The HTTP API (FastAPI): runs, trials, status, next, events, metrics.
+"""The HTTP API (FastAPI) and the live dashboard.
 
-Routes reach the service through the app's lifespan state, never through
-module globals. The Prometheus renderer is injected by the composition root
-(monitor never imports adapters).
+Routes reach the service through the app's lifespan state, never module
+globals; the Prometheus renderer is injected by the composition root (monitor
+never imports adapters). Write routes need ``Authorization: Bearer <token>``
+when a token is configured (401 without one, 403 with a wrong one). Bodies
+are capped at ``max_body_bytes`` (413). Invalid input is a 422 whose
+``detail`` says what is wrong; inputs are parsed as JSON, never evaluated.
+
+Server-sent events at ``/runs/{run}/events``: stored events first (after the
+client's ``Last-Event-ID`` or ``?since=``), then live ones, each with its
+sequence number as the SSE id, and ``status`` messages (no id) whenever the
+run's status refreshes.
 """
 
 from __future__ import annotations
 
+import json
+import secrets
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, TypedDict
+from importlib import resources
+from typing import Annotated, Any, TypedDict
 
-from fastapi import FastAPI, HTTPException, Request, Response
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from monitor.config import HttpSettings
-from monitor.errors import UnknownRunError
-from monitor.schema import Status
+from monitor.errors import ConfigError, StoreError, UnknownRunError
+from monitor.interfaces import Payload
+from monitor.schema import NextItem, RunConfig, Status
 from monitor.service import Service
+from monitor.store import IngestReport, StoredEvent
 
 MetricsRenderer = Callable[[], tuple[bytes, str]]
+DASHBOARD = resources.files("monitor") / "dashboard"
 
 
 class AppState(TypedDict):
@@ -27,22 +47,61 @@ class AppState(TypedDict):
     metrics: MetricsRenderer | None
 
 
+class RejectedInput(BaseModel):
+    """One input that was not counted."""
+
+    reason: str
+    kind: str
+    position: int | None
+
+
+class IngestAnswer(BaseModel):
+    """What ``POST /runs/{run}/trials`` did."""
+
+    accepted: int
+    duplicates: int
+    corrections: int
+    rejected: list[RejectedInput]
+
+
+class TracePointOut(BaseModel):
+    ts: float
+    trials: int
+    order: list[str]
+    mu: dict[str, float]
+
+
 def create_app(
     service: Service, settings: HttpSettings, metrics: MetricsRenderer | None = None
 ) -> FastAPI:
-    """The API for one service."""
+    """The API and dashboard for one service."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[AppState]:
         yield {"service": service, "settings": settings, "metrics": metrics}
 
-    app = FastAPI(title="scorio-monitor", lifespan=lifespan)
+    app = FastAPI(
+        title="scorio-monitor",
+        summary="Streaming Bayes@N evaluation monitor with adaptive stopping.",
+        lifespan=lifespan,
+    )
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(UnknownRunError, _unknown_run)
+    app.add_exception_handler(StoreError, _store_unavailable)
+    app.add_exception_handler(ConfigError, _config_conflict)
+    app.mount("/dashboard", StaticFiles(directory=str(DASHBOARD)), name="dashboard")
+    writer = [Depends(_authorized)]
+
+    @app.get("/", include_in_schema=False)
+    async def dashboard() -> FileResponse:
+        return FileResponse(str(DASHBOARD / "index.html"))
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=Response)
     async def prometheus(request: Request) -> Response:
         renderer: MetricsRenderer | None = request.state.metrics
         if renderer is None:
@@ -54,14 +113,122 @@ def create_app(
     async def runs(request: Request) -> list[str]:
         return await _service(request).runs()
 
+    @app.post("/runs", status_code=201, dependencies=writer)
+    async def configure(config: RunConfig, request: Request) -> RunConfig:
+        return await _service(request).configure(config)
+
+    @app.get("/runs/{run}/config")
+    async def run_config(run: str, request: Request) -> RunConfig:
+        return await _service(request).config(run)
+
+    @app.post("/runs/{run}/trials", dependencies=writer, response_model=IngestAnswer)
+    async def trials(run: str, request: Request) -> JSONResponse:
+        body = await request.body()
+        report = await _service(request).ingest_payloads(
+            [Payload(data=body, source="http", run=run)]
+        )
+        answer = _answer(report)
+        valid = report.accepted + report.duplicates + report.corrections
+        if report.rejected and valid == 0:
+            detail = "; ".join(item.reason for item in answer.rejected)
+            return JSONResponse(
+                {"detail": detail, **answer.model_dump()}, status_code=422
+            )
+        return JSONResponse(answer.model_dump())
+
     @app.get("/runs/{run}/status")
     async def status(run: str, request: Request) -> Status:
-        try:
-            return await _service(request).status(run)
-        except UnknownRunError as exc:
-            raise HTTPException(404, str(exc)) from exc
+        return await _service(request).status(run)
+
+    @app.get("/runs/{run}/next")
+    async def next_trials(
+        run: str, request: Request, budget: Annotated[int, Query(ge=0, le=10_000_000)]
+    ) -> list[NextItem]:
+        return await _service(request).next(run, budget)
+
+    @app.get("/runs/{run}/trace")
+    async def trace(run: str, request: Request) -> list[TracePointOut]:
+        service = _service(request)
+        await service.config(run)  # 404 for an unknown run
+        return [
+            TracePointOut(ts=p.ts, trials=p.trials, order=list(p.order), mu=p.mu)
+            for p in service.trace(run)
+        ]
+
+    @app.get("/runs/{run}/events")
+    async def events(
+        run: str,
+        request: Request,
+        since: Annotated[int | None, Query(ge=0)] = None,
+    ) -> EventSourceResponse:
+        service = _service(request)
+        await service.config(run)  # 404 before the stream starts
+        last = _resume_point(request, since)
+        return EventSourceResponse(_event_stream(service, run, last), ping=15)
 
     return app
+
+
+async def _event_stream(
+    service: Service, run: str, last: int
+) -> AsyncIterator[ServerSentEvent]:
+    queue = service.subscribe()
+    try:
+        # Subscribe first, then replay: nothing fired in between is missed,
+        # and live events already replayed are skipped by their number.
+        for event in await service.events_after(run, last):
+            last = event.seq
+            yield _sse(event)
+        yield ServerSentEvent(
+            (await service.status(run)).model_dump_json(), event="status"
+        )
+        while True:
+            item = await queue.get()
+            if isinstance(item, Status):
+                if item.run == run:
+                    yield ServerSentEvent(item.model_dump_json(), event="status")
+            elif item.run == run and item.seq > last:
+                last = item.seq
+                yield _sse(item)
+    finally:
+        service.unsubscribe(queue)
+
+
+def _sse(event: StoredEvent) -> ServerSentEvent:
+    data = {
+        "seq": event.seq,
+        "run": event.run,
+        "kind": event.kind,
+        "subject": event.subject,
+        "payload": dict(event.payload),
+        "ts": event.ts,
+    }
+    return ServerSentEvent(json.dumps(data), event=event.kind, id=str(event.seq))
+
+
+def _resume_point(request: Request, since: int | None) -> int:
+    if since is not None:
+        return since
+    header = request.headers.get("last-event-id", "")
+    if header.isdigit():
+        return int(header)
+    if header:
+        raise HTTPException(
+            422, f"Last-Event-ID must be an event number; got {header!r}"
+        )
+    return 0
+
+
+def _answer(report: IngestReport) -> IngestAnswer:
+    return IngestAnswer(
+        accepted=report.accepted,
+        duplicates=report.duplicates,
+        corrections=report.corrections,
+        rejected=[
+            RejectedInput(reason=r.reason, kind=r.kind, position=r.position)
+            for r in report.rejected
+        ],
+    )
 
 
 def _service(request: Request) -> Service:
@@ -69,3 +236,106 @@ def _service(request: Request) -> Service:
     if not isinstance(service, Service):
         raise RuntimeError("the app was started without a service")
     return service
+
+
+async def _authorized(request: Request) -> None:
+    settings: HttpSettings = request.state.settings
+    if settings.token is None:
+        return
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise HTTPException(
+            401,
+            "this route needs Authorization: Bearer <token>",
+            {"WWW-Authenticate": "Bearer"},
+        )
+    if not secrets.compare_digest(token.encode(), settings.token.encode()):
+        raise HTTPException(403, "the bearer token is not valid")
+
+
+async def _validation_error(request: Request, error: Exception) -> JSONResponse:
+    problems = []
+    for item in error.errors() if isinstance(error, RequestValidationError) else []:
+        where = ".".join(
+            str(part) for part in item["loc"] if part not in ("body", "query")
+        )
+        message = str(item["msg"]).removeprefix("Value error, ")
+        problems.append(f"{where}: {message}" if where else message)
+    return JSONResponse({"detail": "; ".join(problems) or str(error)}, status_code=422)
+
+
+async def _unknown_run(request: Request, error: Exception) -> JSONResponse:
+    return JSONResponse({"detail": str(error)}, status_code=404)
+
+
+async def _store_unavailable(request: Request, error: Exception) -> JSONResponse:
+    return JSONResponse(
+        {"detail": f"state store unavailable: {error}"}, status_code=503
+    )
+
+
+async def _config_conflict(request: Request, error: Exception) -> JSONResponse:
+    return JSONResponse({"detail": str(error)}, status_code=409)
+
+
+class BodyLimit:
+    """ASGI middleware: refuse request bodies over ``max_bytes`` with 413.
+
+    Checks ``Content-Length`` first, then counts what actually arrives (a
+    chunked upload has no length), buffering at most ``max_bytes``.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self._app = app
+        self._max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
+            await self._app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if (
+            declared is not None
+            and declared.isdigit()
+            and int(declared) > self._max_bytes
+        ):
+            await _too_large(self._max_bytes, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self._max_bytes:
+                await _too_large(self._max_bytes, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        delivered = False
+
+        async def replay() -> Message:
+            nonlocal delivered
+            if delivered:
+                return await receive()
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self._app(scope, replay, send)
+
+
+async def _too_large(limit: int, send: Send) -> None:
+    body = json.dumps({"detail": f"request body exceeds {limit} bytes"}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

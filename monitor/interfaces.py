@@ -129,8 +129,11 @@ class Payload:
 class IngestSink(Protocol):
     """Where sources deliver payloads; returns once they are durable."""
 
-    async def ingest_payloads(self, payloads: Sequence[Payload]) -> IngestReport:
-        """Count the payloads; when this returns, the trials are committed."""
+    async def ingest_payloads(
+        self, payloads: Sequence[Payload], cursor: tuple[str, str] | None = None
+    ) -> IngestReport:
+        """Count the payloads (and commit ``cursor`` with them); when this
+        returns, the trials are committed."""
         ...
 
 

@@ -15,13 +15,14 @@ and a look timer (fires events due to time or to other workers).
 from __future__ import annotations
 
 import asyncio
+import collections
 import enum
 import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TypeVar
 
@@ -36,6 +37,19 @@ log = logging.getLogger(__name__)
 Result = TypeVar("Result")
 
 _RESTART_DELAYS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+TRACE_POINTS = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class TracePoint:
+    """A run's ranking at one moment, for the dashboard's trace."""
+
+    ts: float
+    trials: int
+    order: tuple[str, ...]
+    mu: dict[str, float]
+
+
 _REFRESH_ALL_EVERY_S = 1.0
 
 
@@ -81,8 +95,8 @@ class Service:
         self._snapshot = Snapshot()
         self._dirty_runs: set[str] = set()
         self._status_wanted = asyncio.Event()
-        self._event_queues: set[asyncio.Queue[StoredEvent]] = set()
-        self._status_listeners: list[Callable[[Status], None]] = []
+        self._subscribers: set[asyncio.Queue[StoredEvent | Status]] = set()
+        self._traces: dict[str, collections.deque[TracePoint]] = {}
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -142,10 +156,18 @@ class Service:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, function)
 
-    async def ingest_payloads(self, payloads: Sequence[Payload]) -> IngestReport:
-        """Parse and count payloads; returns once the store committed them."""
+    async def ingest_payloads(
+        self, payloads: Sequence[Payload], cursor: tuple[str, str] | None = None
+    ) -> IngestReport:
+        """Parse and count payloads; returns once the store committed them.
+
+        ``cursor`` (name, position) is committed with them (see
+        :meth:`Monitor.ingest_parsed`).
+        """
         started = self._clock()
-        report = await self.call(functools.partial(self._ingest, list(payloads)))
+        report = await self.call(
+            functools.partial(self._ingest, list(payloads), cursor)
+        )
         elapsed = self._clock() - started
         self._account(report, elapsed, len(payloads))
         return report
@@ -167,22 +189,39 @@ class Service:
     async def events_after(self, run: str, seq: int) -> list[StoredEvent]:
         return await self.call(functools.partial(self._monitor.events_after, run, seq))
 
-    def listen_events(self) -> asyncio.Queue[StoredEvent]:
-        """A queue that receives every event fired from now on."""
-        queue: asyncio.Queue[StoredEvent] = asyncio.Queue(maxsize=10_000)
-        self._event_queues.add(queue)
+    async def config(self, run: str) -> RunConfig:
+        return await self.call(functools.partial(self._monitor.config, run))
+
+    def subscribe(self) -> asyncio.Queue[StoredEvent | Status]:
+        """A queue of every event fired and status refreshed from now on.
+
+        A subscriber that falls 10,000 items behind is dropped (its queue
+        gets no more items); call :meth:`unsubscribe` when done.
+        """
+        queue: asyncio.Queue[StoredEvent | Status] = asyncio.Queue(maxsize=10_000)
+        self._subscribers.add(queue)
         return queue
 
-    def forget_events(self, queue: asyncio.Queue[StoredEvent]) -> None:
-        self._event_queues.discard(queue)
+    def unsubscribe(self, queue: asyncio.Queue[StoredEvent | Status]) -> None:
+        self._subscribers.discard(queue)
 
-    def listen_statuses(self, listener: Callable[[Status], None]) -> None:
-        """Call ``listener`` (on the event loop) with every refreshed status."""
-        self._status_listeners.append(listener)
+    def trace(self, run: str) -> list[TracePoint]:
+        """Recent (time, trials, order, mu per model) points of a run, oldest first."""
+        return list(self._traces.get(run, ()))
+
+    def _notify(self, item: StoredEvent | Status) -> None:
+        for queue in list(self._subscribers):
+            if queue.full():
+                log.warning("a subscriber fell behind; dropping it")
+                self._subscribers.discard(queue)
+            else:
+                queue.put_nowait(item)
 
     # -- internals ---------------------------------------------------------
 
-    def _ingest(self, payloads: list[Payload]) -> IngestReport:
+    def _ingest(
+        self, payloads: list[Payload], cursor: tuple[str, str] | None
+    ) -> IngestReport:
         parsed: list[Parsed] = []
         sources: list[str] = []
         positions: list[int | None] = []
@@ -193,7 +232,24 @@ class Service:
             parsed.extend(items)
             sources.extend([payload.source] * len(items))
             positions.extend([payload.position] * len(items))
-        return self._monitor.ingest_parsed(parsed, source=sources, positions=positions)
+        return self._monitor.ingest_parsed(
+            parsed, source=sources, positions=positions, cursor=cursor
+        )
+
+    def _record_trace(self, status: Status) -> None:
+        points = self._traces.setdefault(
+            status.run, collections.deque(maxlen=TRACE_POINTS)
+        )
+        if points and points[-1].trials == status.trials:
+            return
+        points.append(
+            TracePoint(
+                ts=time.time(),
+                trials=status.trials,
+                order=tuple(row.model for row in status.models),
+                mu={row.model: row.mu for row in status.models},
+            )
+        )
 
     def _statuses(self, runs: list[str]) -> list[Status]:
         known = set(self._monitor.runs)
@@ -229,12 +285,7 @@ class Service:
     def _deliver_event(self, event: StoredEvent) -> None:
         for publisher in self._publishers:
             publisher.publish_event(event)
-        for queue in list(self._event_queues):
-            if queue.full():
-                log.warning("event listener too slow; dropping it")
-                self._event_queues.discard(queue)
-            else:
-                queue.put_nowait(event)
+        self._notify(event)
         self._want_status(event.run)
 
     async def _refresh_statuses(self) -> None:
@@ -254,8 +305,8 @@ class Service:
                 merged[status.run] = status
                 for publisher in self._publishers:
                     publisher.publish_status(status)
-                for listener in self._status_listeners:
-                    listener(status)
+                self._notify(status)
+                self._record_trace(status)
             self._snapshot = replace(
                 self._snapshot, statuses=merged, taken_s=self._clock()
             )

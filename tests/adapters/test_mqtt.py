@@ -18,7 +18,7 @@ from monitor.config import HttpSettings, MqttSettings
 from monitor.http import create_app
 from monitor.service import Service
 from monitor.sqlite_store import SqliteStore
-from tests.adapters.helpers import (
+from tests.helpers import (
     eventually,
     serving,
     trial_events,

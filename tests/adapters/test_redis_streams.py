@@ -17,7 +17,7 @@ from monitor.config import RedisStreamSettings
 from monitor.interfaces import Payload
 from monitor.service import Service
 from monitor.store import IngestReport
-from tests.adapters.helpers import eventually, trial_events, trial_results
+from tests.helpers import eventually, trial_events, trial_results
 from tests.services import RedisServer
 
 
@@ -137,7 +137,9 @@ class FailingOn:
         self.marker = marker
         self.counted: list[bytes] = []
 
-    async def ingest_payloads(self, payloads: Sequence[Payload]) -> IngestReport:
+    async def ingest_payloads(
+        self, payloads: Sequence[Payload], cursor: tuple[str, str] | None = None
+    ) -> IngestReport:
         if any(self.marker in payload.data for payload in payloads):
             raise RuntimeError("processing crashed")
         self.counted.extend(payload.data for payload in payloads)

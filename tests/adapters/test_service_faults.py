@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import scorio.eval as oracle
 
-from tests.adapters.helpers import (
+from tests.helpers import (
     eventually,
     trial_events,
     trial_results,
