@@ -30,6 +30,7 @@ from adapters.mqtt import MqttPublisher, MqttSource
 from adapters.prometheus import metrics_renderer
 from adapters.redis import RedisStore, RedisStreamSource
 from adapters.results_files import RowError, load_results_npz, read_trial_rows
+from adapters.webhooks import Target, WebhookPublisher
 from monitor.config import (
     ServiceConfig,
     StoreSettings,
@@ -281,6 +282,12 @@ async def _serve(config: ServiceConfig) -> None:
         publishers.append(MqttPublisher(config.mqtt))
     if config.redis_stream is not None:
         sources.append(RedisStreamSource(config.redis_stream))
+    publishers.append(
+        WebhookPublisher(
+            [Target.from_settings(settings) for settings in config.webhooks],
+            lambda run: monitor.config(run).webhooks if run in monitor.runs else (),
+        )
+    )
     service = Service(
         monitor,
         sources,

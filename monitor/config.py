@@ -169,6 +169,34 @@ class HttpSettings(BaseModel):
         return listen
 
 
+EventKind = Literal[
+    "pair_resolved",
+    "pair_unresolvable",
+    "model_done",
+    "budget_exhausted",
+    "ranking_stable",
+]
+# What webhooks get unless told otherwise: the facts a team acts on.
+ALERT_KINDS: tuple[EventKind, ...] = (
+    "pair_resolved",
+    "pair_unresolvable",
+    "budget_exhausted",
+    "ranking_stable",
+)
+
+
+class WebhookSettings(BaseModel):
+    """``[[webhooks]]``: where alerts go (Slack-compatible JSON), for which runs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: Annotated[str, Field(pattern=r"^https?://")]
+    events: list[EventKind] = Field(default_factory=lambda: list(ALERT_KINDS))
+    runs: list[str] | None = None
+    timeout_s: Annotated[float, Field(gt=0.0)] = 5.0
+    max_attempts: Annotated[int, Field(ge=1)] = 12
+
+
 class ServiceConfig(BaseModel):
     """A ``serve --config`` file; every section optional."""
 
@@ -178,6 +206,7 @@ class ServiceConfig(BaseModel):
     mqtt: MqttSettings | None = None
     redis_stream: RedisStreamSettings | None = None
     http: HttpSettings = HttpSettings()
+    webhooks: list[WebhookSettings] = Field(default_factory=list)
     runs: list[RunConfig] = Field(default_factory=list)
     look_interval_s: Annotated[float, Field(ge=0.0)] = 0.05
     status_interval_s: Annotated[float, Field(ge=0.0)] = 0.05

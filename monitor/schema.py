@@ -115,6 +115,9 @@ class RunConfig(BaseModel):
     interval_width: Annotated[float, Field(gt=0.0)] | None = None
     min_trials_per_question: Annotated[StrictInt, Field(ge=0)] = 0
     max_trials_per_question: Annotated[StrictInt, Field(ge=1)] | None = None
+    webhooks: list[Annotated[str, Field(pattern=r"^https?://")]] = Field(
+        default_factory=list
+    )
 
     @field_validator("weights")
     @classmethod
