@@ -10,6 +10,7 @@ loaded: they come out as ``too_long`` with their length.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import time
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from monitor.interfaces import Line
+from monitor.interfaces import IngestSink, Line, Payload
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,3 +151,41 @@ class JsonLines:
             skipped += len(chunk)
             if chunk.endswith(b"\n"):
                 return skipped
+
+
+class JsonLinesSource:
+    """The service's view of a :class:`JsonLines` reader: a trial source.
+
+    Reads run on a worker thread (file reads block); each batch is committed
+    with the reader's cursor, so a restart resumes after the last batch.
+    """
+
+    def __init__(self, reader: JsonLines) -> None:
+        self._reader = reader
+
+    @property
+    def name(self) -> str:
+        return self._reader.name
+
+    async def run(self, sink: IngestSink) -> None:
+        batches = self._reader.batches()
+        try:
+            while True:
+                item = await asyncio.to_thread(next, batches, None)
+                if item is None:
+                    return
+                lines, cursor = item
+                payloads = [
+                    Payload(
+                        data=line.data,
+                        source=self.name,
+                        position=line.number,
+                        oversize=line.too_long,
+                    )
+                    for line in lines
+                ]
+                await sink.ingest_payloads(
+                    payloads, None if cursor is None else (self.name, cursor)
+                )
+        finally:
+            self._reader.stop()

@@ -22,16 +22,17 @@ from pathlib import Path
 from types import FrameType
 
 import uvicorn
-from rich.console import Group
+from rich.console import Console, Group
 from rich.live import Live
 
-from adapters.jsonl import Cursor, JsonLines
+from adapters.jsonl import Cursor, JsonLines, JsonLinesSource
 from adapters.mqtt import MqttPublisher, MqttSource
 from adapters.prometheus import metrics_renderer
 from adapters.redis import RedisStore, RedisStreamSource
 from adapters.results_files import RowError, load_results_npz, read_trial_rows
 from adapters.webhooks import Target, WebhookPublisher
 from monitor.config import (
+    HttpSettings,
     ServiceConfig,
     StoreSettings,
     load_run_configs,
@@ -127,6 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
     watch_command.add_argument(
         "--json", action="store_true", help="print the final status JSON"
     )
+    watch_command.add_argument(
+        "--http",
+        type=int,
+        metavar="PORT",
+        help="also serve the API and live dashboard on 127.0.0.1:PORT until stopped",
+    )
     watch_command.set_defaults(handler=run_watch)
 
     status = commands.add_parser(
@@ -198,8 +205,13 @@ def run_watch(arguments: argparse.Namespace) -> int:
         source = JsonLines(path, follow=arguments.follow)
         resume = Cursor.decode(monitor.cursor(source.name))
         source = JsonLines(path, follow=arguments.follow, resume=resume)
-        _stop_on_signals(source)
         console = terminal()
+        if arguments.http is not None:
+            asyncio.run(_watch_serving(monitor, source, arguments.http, console))
+            if arguments.json:
+                _print_statuses(monitor.statuses())
+            return 0
+        _stop_on_signals(source)
         events: list[StoredEvent] = []
         live = console.is_terminal and not arguments.json
         refresh = _Throttle(0.25)
@@ -235,6 +247,52 @@ def run_watch(arguments: argparse.Namespace) -> int:
         print("scorio-monitor: no valid trial events read", file=sys.stderr)
         return 1
     return 0
+
+
+async def _watch_serving(
+    monitor: Monitor, source: JsonLines, port: int, console: Console
+) -> None:
+    """``watch --http``: the watch loop as a service, with the API and dashboard."""
+    settings = HttpSettings(listen=f"127.0.0.1:{port}")
+    async with Service(monitor, [JsonLinesSource(source)]) as service:
+        app = create_app(service, settings, metrics_renderer(lambda: service.snapshot))
+        server = uvicorn.Server(
+            uvicorn.Config(app, host=settings.host, port=port, log_level="warning")
+        )
+
+        def stop(signum: int, frame: FrameType | None) -> None:
+            source.stop()
+            server.should_exit = True
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        print(
+            f"scorio-monitor: dashboard at http://{settings.listen}/", file=sys.stderr
+        )
+        updates = service.subscribe()
+        live = console.is_terminal
+
+        async def show() -> None:
+            latest: dict[str, Status] = {}
+            with (
+                Live(console=console, auto_refresh=False)
+                if live
+                else _NoLive() as display
+            ):
+                while True:
+                    item = await updates.get()
+                    if isinstance(item, Status):
+                        latest[item.run] = item
+                        display.update(
+                            Group(*(status_view(s) for s in latest.values())),
+                            refresh=True,
+                        )
+
+        viewer = asyncio.create_task(show())
+        try:
+            await server.serve()
+        finally:
+            viewer.cancel()
 
 
 def run_status(arguments: argparse.Namespace) -> int:

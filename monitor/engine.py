@@ -104,6 +104,7 @@ class Monitor:
         self._fired: set[tuple[str, str, str]] = set()
         self._listeners: list[Callable[[StoredEvent], None]] = []
         self._cursors: dict[str, str] = {}
+        self._closed = False
         self._reload()
 
     # -- lifecycle ---------------------------------------------------------
@@ -121,6 +122,9 @@ class Monitor:
 
     def close(self) -> None:
         """Fire the events pending since the last look, then close the store."""
+        if self._closed:
+            return
+        self._closed = True
         try:
             self._look_dirty(self._clock(), force=True)
         finally:

@@ -124,6 +124,7 @@ class Payload:
     source: str
     position: int | None = None
     run: str | None = None
+    oversize: int = 0  # bytes of an input too large to read (data is empty)
 
 
 class IngestSink(Protocol):

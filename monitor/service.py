@@ -29,7 +29,7 @@ from typing import TypeVar
 from monitor.engine import Monitor
 from monitor.interfaces import Payload, Publisher, TrialSource
 from monitor.parsing import Parsed, parse_payload
-from monitor.schema import NextItem, RunConfig, Status
+from monitor.schema import NextItem, Rejection, RunConfig, Status
 from monitor.snapshot import Snapshot
 from monitor.store import IngestReport, StoredEvent
 
@@ -226,9 +226,21 @@ class Service:
         sources: list[str] = []
         positions: list[int | None] = []
         for payload in payloads:
-            items = parse_payload(
-                payload.data, payload.source, payload.position, run=payload.run
-            )
+            items: list[Parsed]
+            if payload.oversize:
+                items = [
+                    Rejection(
+                        reason=f"line of {payload.oversize} bytes exceeds the limit",
+                        kind="too_large",
+                        source=payload.source,
+                        position=payload.position,
+                        raw=f"({payload.oversize} bytes, not kept)",
+                    )
+                ]
+            else:
+                items = parse_payload(
+                    payload.data, payload.source, payload.position, run=payload.run
+                )
             parsed.extend(items)
             sources.extend([payload.source] * len(items))
             positions.extend([payload.position] * len(items))

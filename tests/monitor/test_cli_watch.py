@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 import scorio.eval as oracle
@@ -20,6 +21,7 @@ from monitor import Monitor, MonitorError, Status
 from monitor.cli import main
 from monitor.sqlite_store import SqliteStore
 from tests.monitor.streams import messy, stream_of
+from tests.services import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMAND = [sys.executable, "-m", "monitor.cli"]
@@ -247,3 +249,47 @@ def test_the_readme_main_job_runs(tmp_path: Path) -> None:
         check=True,
     )
     assert "llm11" in result.stdout and "unresolved pairs" in result.stdout
+
+
+def test_watch_with_http_serves_the_api_and_dashboard(tmp_path: Path) -> None:
+    lines, results = stream_lines(5)
+    path = tmp_path / "run.jsonl"
+    write_lines(path, lines)
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            *COMMAND,
+            "watch",
+            str(path),
+            "--http",
+            str(port),
+            "--state",
+            str(tmp_path / "s.db"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+
+        def counted() -> bool:
+            try:
+                response = httpx.get(f"{base}/runs/bench/status", timeout=1.0)
+            except httpx.HTTPError:
+                return False
+            return (
+                response.status_code == 200
+                and response.json()["trials"] == results.size
+            )
+
+        poll_until(counted)
+        assert "scorio-monitor" in httpx.get(f"{base}/").text
+        assert "scorio_model_score" in httpx.get(f"{base}/metrics").text
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.stderr is not None
+    with process.stderr:
+        assert f"dashboard at http://127.0.0.1:{port}/" in process.stderr.read().decode()
