@@ -292,4 +292,5 @@ def test_watch_with_http_serves_the_api_and_dashboard(tmp_path: Path) -> None:
             process.kill()
     assert process.stderr is not None
     with process.stderr:
-        assert f"dashboard at http://127.0.0.1:{port}/" in process.stderr.read().decode()
+        log = process.stderr.read().decode()
+    assert f"dashboard at http://127.0.0.1:{port}/" in log
