@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.schema import RunConfig
-from scorio_core import ranking_confidence
+from scorio_core import ci_groups, ranking_confidence, z_threshold
 from scorio_core.stopping import (
     BoundaryState,
     ConfidenceSequenceRule,
@@ -65,6 +65,7 @@ class PairDecision:
     rho: float
     resolved: bool
     unresolvable: bool
+    predicted_trials: int | None = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +75,7 @@ class RunDecision:
     order: tuple[str, ...]
     ranks: dict[str, int]
     groups: dict[str, int]
+    adjacent_groups: dict[str, int]
     pairs: tuple[PairDecision, ...]
     needs_trials: frozenset[str]
     predicted_trials: dict[str, int | None]
@@ -148,6 +150,7 @@ def decide(
             None if extra is None or previous is None else max(previous, extra)
         )
 
+    boundary_forecasts: dict[int, int | None] = {}
     for index in targets:
         boundary = boundaries[index]
         if boundary.resolved or unresolvable[index]:
@@ -155,11 +158,15 @@ def decide(
         i, j = boundary.weakest
         t = float(information[i, j])
         forecast = rule.forecast(float(z[i, j]), t)
+        total: int | None = 0
         for position in (i, j):
             standing = ordered[position]
             if has_budget[standing.model]:
                 needs.add(standing.model)
-                predict(standing.model, _extra_trials(standing, forecast, t, cap))
+                extra = _extra_trials(standing, forecast, t, cap)
+                predict(standing.model, extra)
+                total = None if extra is None or total is None else total + extra
+        boundary_forecasts[index] = total
     for standing in ordered:
         name = standing.model
         minimum = config.min_trials_per_question
@@ -212,13 +219,20 @@ def decide(
             rho=ranking_confidence(float(z[i, i + 1])),
             resolved=boundaries[i].resolved,
             unresolvable=unresolvable[i],
+            predicted_trials=boundary_forecasts.get(i, 0),
         )
         for i in range(size - 1)
+    )
+    # The paper's Table 1 grouping (adjacent pairs, one-look threshold), kept
+    # for display beside the block groups the decisions use.
+    paper: list[int] = (
+        ci_groups(mu, sigma, z_threshold(config.confidence)).tolist() if size else []
     )
     return RunDecision(
         order=names,
         ranks=ranks,
         groups=groups,
+        adjacent_groups=dict(zip(names, paper, strict=True)),
         pairs=pairs,
         needs_trials=frozenset(needs),
         predicted_trials=predicted,

@@ -299,9 +299,9 @@ class Monitor:
         )
         batch = TrialBatch(
             run,
-            model=[str(value) for value in model],
-            question=[str(value) for value in question],
-            trial=[str(value) for value in trial],
+            model=list(map(str, model)),
+            question=list(map(str, question)),
+            trial=list(map(str, trial)),
             category=categories.astype(np.int64).tolist(),
             prior=priors.tolist(),
             tokens=[None] * size,
@@ -387,6 +387,7 @@ class Monitor:
                     trials=table.trial_count,
                     rank=decision.ranks[name],
                     group=decision.groups[name],
+                    adjacent_group=decision.adjacent_groups[name],
                     needs_trials=name in decision.needs_trials,
                     predicted_trials=decision.predicted_trials.get(name),
                 )
@@ -399,6 +400,7 @@ class Monitor:
                 rho=pair.rho,
                 resolved=pair.resolved,
                 unresolvable=pair.unresolvable,
+                predicted_trials=pair.predicted_trials,
             )
             for pair in decision.pairs
         ]

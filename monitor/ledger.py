@@ -20,6 +20,7 @@ delivery before it.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from typing import Final
 
@@ -78,14 +79,18 @@ class TrialGrid:
         categories: NDArray[np.int64],
     ) -> NDArray[np.int64]:
         """Record a batch in order; previous category (or ``NEW``) per trial."""
-        cells = [self._cell(q, t) for q, t in zip(questions, trials, strict=True)]
-        rows = np.fromiter(
-            (cell[0] for cell in cells), dtype=np.int64, count=len(cells)
-        )
+        for question in dict.fromkeys(questions):
+            if question not in self._rows:
+                self._cell(question, None)
+        for trial in dict.fromkeys(trials):
+            if trial not in self._columns:
+                self._cell(None, trial)
+        size = len(questions)
+        rows = np.fromiter(map(self._rows.__getitem__, questions), np.int64, size)
         columns = np.fromiter(
-            (cell[1] for cell in cells), dtype=np.int64, count=len(cells)
+            map(self._columns.get, trials, itertools.repeat(-1)), np.int64, size
         )
-        previous = np.empty(len(cells), dtype=np.int64)
+        previous = np.empty(size, dtype=np.int64)
         dense = columns >= 0
         if not dense.all():
             for index in np.flatnonzero(~dense).tolist():
@@ -143,12 +148,21 @@ class TrialGrid:
         previous[order] = previous_sorted
         return previous
 
-    def _cell(self, question: str, trial: str) -> tuple[int, int]:
-        row = self._rows.get(question)
-        if row is None:
-            row = self._rows[question] = len(self._rows)
-            if row >= self._cells.shape[0]:
-                self._grow(rows=2 * self._cells.shape[0])
+    def _cell(self, question: str | None, trial: str | None) -> tuple[int, int]:
+        """Row and column of a trial, added if new (a column is -1 past the limit).
+
+        ``None`` for either skips it (used to add rows or columns alone).
+        """
+        row = -1
+        if question is not None:
+            found = self._rows.get(question)
+            if found is None:
+                found = self._rows[question] = len(self._rows)
+                if found >= self._cells.shape[0]:
+                    self._grow(rows=2 * self._cells.shape[0])
+            row = found
+        if trial is None:
+            return row, -1
         column = self._columns.get(trial)
         if column is None:
             if len(self._columns) >= MAX_COLUMNS:

@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from monitor.decisions import Standing, build_rule
 from monitor.ledger import NEW
 from monitor.schema import MAX_ID_LENGTH, RejectionKind, RunConfig, TrialEvent
-from monitor.store import ModelCounts, TrialBatch
+from monitor.store import VECTOR_THRESHOLD, ModelCounts, TrialBatch, group_indices
 from scorio_core import CountTable
 from scorio_core.posterior import clipped_interval, z_value
 
@@ -88,24 +88,73 @@ class RunState:
         return self._identity_problem(event.model, event.question, new_questions)
 
     def column_problems(self, batch: TrialBatch) -> list[tuple[int, Refusal]]:
-        """(index, refusal) for every trial of a columnar batch this run refuses."""
+        """(index, refusal) for every trial of a columnar batch this run refuses.
+
+        Checks each distinct id once, so a clean bulk batch costs little more
+        than building the sets.
+        """
+        categories = np.asarray(batch.category)
+        bad_categories = np.flatnonzero(
+            (categories < 0) | (categories >= self._category_count)
+        )
+        bad_ids: dict[str, dict[str, Refusal]] = {
+            "model": {},
+            "question": {},
+            "trial": {},
+        }
+        for name, column in (
+            ("model", batch.model),
+            ("question", batch.question),
+            ("trial", batch.trial),
+        ):
+            for value in dict.fromkeys(column):
+                refusal = _id_problem(name, value)
+                if refusal is not None:
+                    bad_ids[name][value] = refusal
+        for model in dict.fromkeys(batch.model):
+            if self._allowed_models is not None and model not in self._allowed_models:
+                bad_ids["model"].setdefault(
+                    model,
+                    (
+                        "undeclared",
+                        f"model {model!r} is not declared for run {self.config.run!r}",
+                    ),
+                )
+        if not bad_categories.size and not any(bad_ids.values()):
+            new_questions: set[str] = set()
+            for question in dict.fromkeys(batch.question):
+                refusal = self._identity_problem(None, question, new_questions)
+                if refusal is not None:
+                    bad_ids["question"][question] = refusal
+            if not bad_ids["question"]:
+                return []
+        return self._row_problems(batch, set(bad_categories.tolist()), bad_ids)
+
+    def _row_problems(
+        self,
+        batch: TrialBatch,
+        bad_categories: set[int],
+        bad_ids: dict[str, dict[str, Refusal]],
+    ) -> list[tuple[int, Refusal]]:
+        """The slow path for a batch with problems: row by row, in order."""
         problems: list[tuple[int, Refusal]] = []
         new_questions: set[str] = set()
-        for index, category in enumerate(batch.category):
-            if not 0 <= category < self._category_count:
-                problems.append((index, ("category", self._category_reason(category))))
-        refused = {index for index, _ in problems}
         for index, (model, question, trial) in enumerate(
             zip(batch.model, batch.question, batch.trial, strict=True)
         ):
-            if index in refused:
-                continue
-            refusal = _id_problem(model, question, trial) or self._identity_problem(
-                model, question, new_questions
-            )
+            refusal: Refusal | None = None
+            if index in bad_categories:
+                refusal = ("category", self._category_reason(batch.category[index]))
+            else:
+                refusal = (
+                    bad_ids["model"].get(model)
+                    or bad_ids["trial"].get(trial)
+                    or bad_ids["question"].get(question)
+                    or self._identity_problem(None, question, new_questions)
+                )
             if refusal is not None:
                 problems.append((index, refusal))
-        return sorted(problems, key=lambda problem: problem[0])
+        return problems
 
     def _category_reason(self, category: int) -> str:
         return (
@@ -114,10 +163,14 @@ class RunState:
         )
 
     def _identity_problem(
-        self, model: str, question: str, new_questions: set[str]
+        self, model: str | None, question: str, new_questions: set[str]
     ) -> Refusal | None:
         run = self.config.run
-        if self._allowed_models is not None and model not in self._allowed_models:
+        if (
+            model is not None
+            and self._allowed_models is not None
+            and model not in self._allowed_models
+        ):
             return ("undeclared", f"model {model!r} is not declared for run {run!r}")
         if question in self._question_set or question in new_questions:
             return None
@@ -139,6 +192,9 @@ class RunState:
 
     def apply(self, batch: TrialBatch, previous: list[int]) -> None:
         """Move the counts as the store classified each trial of the batch."""
+        if len(batch) >= VECTOR_THRESHOLD:
+            self._apply_vectorized(batch, previous)
+            return
         changes: dict[tuple[str, bool], tuple[list[str], list[int], list[int]]] = {}
         for index, before in enumerate(previous):
             category = batch.category[index]
@@ -168,6 +224,34 @@ class RunState:
                     table.update(question, category, delta, prior=prior)
             else:
                 table.update_many(questions, categories, deltas, prior=prior)
+
+    def _apply_vectorized(self, batch: TrialBatch, previous: list[int]) -> None:
+        before = np.asarray(previous)
+        categories = np.asarray(batch.category)
+        changed = before != categories
+        if not changed.any():
+            return
+        for question in dict.fromkeys(batch.question):
+            if question not in self._question_set:
+                self.add_question(question)
+        for (model, prior), chosen in group_indices(batch.model, batch.prior):
+            moved = chosen[changed[chosen]]
+            if not moved.size:
+                continue
+            corrected = moved[before[moved] != NEW]
+            indices = moved.tolist() + corrected.tolist()
+            self.table(model).update_many(
+                [batch.question[i] for i in indices],
+                np.concatenate([categories[moved], before[corrected]]),
+                np.concatenate(
+                    [np.ones(moved.size, np.int64), -np.ones(corrected.size, np.int64)]
+                ),
+                prior=prior,
+            )
+        size = len(batch)
+        if batch.tokens.count(None) < size or batch.seconds.count(None) < size:
+            for index in np.flatnonzero(before == NEW).tolist():
+                self._add_cost(batch, index)
 
     def _add_cost(self, batch: TrialBatch, index: int) -> None:
         tokens, seconds = batch.tokens[index], batch.seconds[index]
@@ -281,15 +365,14 @@ class RunState:
         )
 
 
-def _id_problem(model: str, question: str, trial: str) -> Refusal | None:
+def _id_problem(name: str, value: str) -> Refusal | None:
     """What the event schema would say of a bad id given as a column value."""
-    for name, value in (("model", model), ("question", question), ("trial", trial)):
-        if not value or len(value) > MAX_ID_LENGTH or not value.isprintable():
-            return (
-                "invalid_event",
-                f"{name}: ids must be 1..{MAX_ID_LENGTH} printable characters; "
-                f"got {value!r}",
-            )
+    if not value or len(value) > MAX_ID_LENGTH or not value.isprintable():
+        return (
+            "invalid_event",
+            f"{name}: ids must be 1..{MAX_ID_LENGTH} printable characters; "
+            f"got {value!r}",
+        )
     return None
 
 

@@ -163,7 +163,14 @@ class RunConfig(BaseModel):
 
 
 class ModelStatus(BaseModel):
-    """One model's standing in a run."""
+    """One model's standing in a run.
+
+    ``group`` separates models only where every pair across the boundary is
+    settled (block grouping, what decisions use); ``adjacent_group`` is the
+    paper's Table 1 grouping (neighbours with ``z < Phi^-1(confidence)``
+    share a group), for display. ``predicted_trials`` is the forecast of
+    trials this model still needs (0: none; null: no forecast possible).
+    """
 
     model: str
     mu: float
@@ -173,12 +180,17 @@ class ModelStatus(BaseModel):
     trials: int
     rank: int
     group: int
+    adjacent_group: int
     needs_trials: bool
     predicted_trials: int | None
 
 
 class PairStatus(BaseModel):
-    """Two models adjacent in the current order (``a`` above ``b``)."""
+    """Two models adjacent in the current order (``a`` above ``b``).
+
+    ``predicted_trials``: forecast trials (both models of the boundary's
+    weakest pair) until the boundary between them settles; 0 when settled.
+    """
 
     a: str
     b: str
@@ -186,6 +198,7 @@ class PairStatus(BaseModel):
     rho: float
     resolved: bool
     unresolvable: bool
+    predicted_trials: int | None
 
 
 class Status(BaseModel):

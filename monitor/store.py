@@ -15,11 +15,11 @@ firing order.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import NDArray
 
 from monitor.ledger import NEW, Ledger
 from monitor.schema import Rejection, RunConfig
@@ -271,36 +271,48 @@ class LocalCounts:
     def _classify_vectorized(ledger: Ledger, batch: TrialBatch) -> list[int]:
         previous = np.empty(len(batch), dtype=np.int64)
         categories = np.asarray(batch.category, dtype=np.int64)
-        groups: dict[tuple[str, bool], list[int]] = {}
-        for index, key in enumerate(zip(batch.model, batch.prior, strict=True)):
-            groups.setdefault(key, []).append(index)
-        for (model, prior), indices in groups.items():
-            chosen = np.asarray(indices)
+        for (model, prior), chosen in group_indices(batch.model, batch.prior):
+            picked = chosen.tolist()
             previous[chosen] = ledger.grid(model, prior).record_many(
-                [batch.question[i] for i in indices],
-                [batch.trial[i] for i in indices],
+                [batch.question[i] for i in picked],
+                [batch.trial[i] for i in picked],
                 categories[chosen],
             )
-        return [int(value) for value in previous]
+        result: list[int] = previous.tolist()
+        return result
 
     def _account(self, batch: TrialBatch, previous: list[int], sign: int = 1) -> None:
         totals = self.totals.setdefault(batch.run, RunTotals())
-        for index, before in enumerate(previous):
-            category = batch.category[index]
-            if before == category:
-                totals.duplicates += sign
-            elif before == NEW:
-                totals.trials += sign
-                tokens, seconds = batch.tokens[index], batch.seconds[index]
-                if tokens is not None or seconds is not None:
-                    cost = self.costs.setdefault(
-                        (batch.run, batch.model[index]), CostTotals()
-                    )
-                    cost.trials += sign
-                    cost.tokens += sign * (tokens or 0)
-                    cost.seconds += sign * (seconds or 0.0)
-            else:
-                totals.corrections += sign
+        if len(batch) < VECTOR_THRESHOLD:
+            for index, earlier in enumerate(previous):
+                if earlier == batch.category[index]:
+                    totals.duplicates += sign
+                elif earlier == NEW:
+                    totals.trials += sign
+                    self._add_cost(batch, index, sign)
+                else:
+                    totals.corrections += sign
+            return
+        before = np.asarray(previous)
+        categories = np.asarray(batch.category)
+        new = before == NEW
+        duplicate = before == categories
+        totals.trials += sign * int(np.count_nonzero(new))
+        totals.duplicates += sign * int(np.count_nonzero(duplicate))
+        totals.corrections += sign * int(np.count_nonzero(~new & ~duplicate))
+        size = len(batch)
+        if batch.tokens.count(None) == size and batch.seconds.count(None) == size:
+            return
+        for index in np.flatnonzero(new).tolist():
+            self._add_cost(batch, index, sign)
+
+    def _add_cost(self, batch: TrialBatch, index: int, sign: int) -> None:
+        tokens, seconds = batch.tokens[index], batch.seconds[index]
+        if tokens is not None or seconds is not None:
+            cost = self.costs.setdefault((batch.run, batch.model[index]), CostTotals())
+            cost.trials += sign
+            cost.tokens += sign * (tokens or 0)
+            cost.seconds += sign * (seconds or 0.0)
 
 
 class MemoryStore:
@@ -384,8 +396,27 @@ class MemoryStore:
         return None
 
 
-def finite_or_none(value: float | None) -> float | None:
-    """``None`` for missing or non-finite numbers (stored as NULL)."""
-    if value is None or not math.isfinite(value):
-        return None
-    return value
+def group_indices(
+    models: Sequence[str], priors: Sequence[bool]
+) -> list[tuple[tuple[str, bool], NDArray[np.int64]]]:
+    """Indices of a batch grouped by (model, prior), each group in batch order."""
+    size = len(models)
+    if not size:
+        return []
+    mixed_priors = priors.count(priors[0]) != size
+    if models.count(models[0]) == size and not mixed_priors:
+        return [((models[0], priors[0]), np.arange(size))]
+    names = list(dict.fromkeys(models))
+    model_codes = dict(zip(names, range(len(names)), strict=True))
+    codes = np.fromiter(map(model_codes.__getitem__, models), np.int64, size) * 2
+    if mixed_priors:
+        codes += np.fromiter(priors, np.int64, size)
+    else:
+        codes += int(priors[0])
+    order = np.argsort(codes, kind="stable")
+    present, starts = np.unique(codes[order], return_index=True)
+    groups = np.split(order, starts[1:])
+    return [
+        ((names[code // 2], bool(code % 2)), group)
+        for code, group in zip(present.tolist(), groups, strict=True)
+    ]
