@@ -176,13 +176,38 @@ class Monitor:
         self, events: EventInput | Iterable[EventInput], *, source: str = "python"
     ) -> IngestReport:
         """Count trial events (one mapping or an iterable of them)."""
-        items: Iterable[EventInput] = (
-            [events] if isinstance(events, Mapping | TrialEvent) else events
-        )
+        if isinstance(events, Mapping | TrialEvent):
+            return self._ingest_one(parse_object(events, source, 0), source)
+        items: Iterable[EventInput] = events
         parsed = [
             parse_object(item, source, position) for position, item in enumerate(items)
         ]
         return self.ingest_parsed(parsed, source=source, positions=range(len(parsed)))
+
+    def _ingest_one(self, item: Parsed, source: str) -> IngestReport:
+        """One trial, the common case of a harness reporting as it goes.
+
+        The same steps as :meth:`ingest_parsed` without its batch bookkeeping.
+        """
+        state = None if isinstance(item, Rejection) else self._runs.get(item.run)
+        if state is None or isinstance(item, Rejection):
+            return self.ingest_parsed([item], source=source, positions=(0,))
+        problem = state.rejection(item, set())
+        if problem is not None:
+            return self.ingest_parsed([item], source=source, positions=(0,))
+        cost = item.cost
+        batch = TrialBatch(
+            item.run,
+            [item.model],
+            [item.question],
+            [item.trial],
+            [item.outcome],
+            [item.prior],
+            [None if cost is None else cost.tokens],
+            [None if cost is None else cost.seconds],
+            [item.ts if isinstance(item.ts, float | int) else None],
+        )
+        return self._commit([batch], [], [], None, self._clock())
 
     def ingest_payload(
         self,
@@ -336,6 +361,7 @@ class Monitor:
     ) -> IngestReport:
         previous_lists = self._store.apply(Batch(batches, letters, cursor))
         accepted = duplicates = corrections = 0
+        touched = set()
         for batch, previous in zip(batches, previous_lists, strict=True):
             self._runs[batch.run].apply(batch, previous)
             for category, before in zip(batch.category, previous, strict=True):
@@ -345,13 +371,14 @@ class Monitor:
                     accepted += 1
                 else:
                     corrections += 1
-            self._dirty.add(batch.run)
-        self._dirty.update(letter.run for letter in letters if letter.run is not None)
+            if previous:
+                touched.add(batch.run)
+        if letters:
+            touched.update(letter.run for letter in letters if letter.run is not None)
+        self._dirty.update(touched)
         if cursor is not None:
             self._cursors[cursor[0]] = cursor[1]
         fired = self._look_dirty(now, force=False)
-        touched = {batch.run for batch in batches if len(batch)}
-        touched.update(letter.run for letter in letters if letter.run is not None)
         return IngestReport(
             accepted=accepted,
             duplicates=duplicates,

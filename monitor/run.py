@@ -192,6 +192,9 @@ class RunState:
 
     def apply(self, batch: TrialBatch, previous: list[int]) -> None:
         """Move the counts as the store classified each trial of the batch."""
+        if len(previous) == 1:
+            self._apply_one(batch, previous[0])
+            return
         if len(batch) >= VECTOR_THRESHOLD:
             self._apply_vectorized(batch, previous)
             return
@@ -224,6 +227,21 @@ class RunState:
                     table.update(question, category, delta, prior=prior)
             else:
                 table.update_many(questions, categories, deltas, prior=prior)
+
+    def _apply_one(self, batch: TrialBatch, before: int) -> None:
+        category = batch.category[0]
+        if before == category:
+            return
+        question = batch.question[0]
+        if question not in self._question_set:
+            self.add_question(question)
+        table = self.table(batch.model[0])
+        prior = batch.prior[0]
+        table.update(question, category, prior=prior)
+        if before == NEW:
+            self._add_cost(batch, 0)
+        else:
+            table.update(question, before, -1, prior=prior)
 
     def _apply_vectorized(self, batch: TrialBatch, previous: list[int]) -> None:
         before = np.asarray(previous)

@@ -47,6 +47,29 @@ def test_a_messy_replay_equals_the_deduplicated_stream_and_scorio() -> None:
         assert (row.mu, row.sigma) == pytest.approx((mu, sigma), abs=TOLERANCE)
 
 
+@pytest.mark.parametrize("size", [1, 5, 37, 10_000])
+def test_any_batch_size_gives_the_same_counts(size: int) -> None:
+    """Single trials, small batches and vectorized batches take different paths."""
+    events = stream_of(results_tensor(3))
+    noisy = messy(events, np.random.default_rng(4))
+    with Monitor() as whole, Monitor() as split:
+        for monitor in (whole, split):
+            monitor.configure(RunConfig(run="bench", question_count=8))
+        whole.ingest(last_write_wins(noisy))
+        reports = [
+            split.ingest(noisy[start] if size == 1 else noisy[start : start + size])
+            for start in range(0, len(noisy), size)
+        ]
+        expected, got = whole.status("bench"), split.status("bench")
+    assert got.models == expected.models
+    assert (got.trials, got.duplicates, got.corrections) == (
+        sum(r.accepted for r in reports),
+        sum(r.duplicates for r in reports),
+        sum(r.corrections for r in reports),
+    )
+    assert got.corrections > 0 and got.duplicates > 0
+
+
 def test_a_repeat_with_the_same_category_is_a_no_op() -> None:
     monitor = Monitor()
     event = {"run": "r", "model": "a", "question": "q", "trial": 0, "category": 1}
