@@ -146,15 +146,11 @@ class Monitor:
         if not isinstance(config, RunConfig):
             config = _validated_config(config)
         existing = self._runs.get(config.run)
-        if (
-            existing is not None
-            and existing.config.weights != config.weights
-            and any(table.trial_count for table in existing.tables.values())
+        if existing is not None and any(
+            table.trial_count or table.prior_trial_count
+            for table in existing.tables.values()
         ):
-            raise ConfigError(
-                f"run {config.run!r} already counted trials with weights "
-                f"{existing.config.weights}; cannot change them to {config.weights}"
-            )
+            _check_scoring_unchanged(existing.config, config)
         self._store.save_config(config, declared=True)
         state = RunState(config, declared=True)
         state.restore(self._store.counts(config.run))
@@ -190,7 +186,7 @@ class Monitor:
         The same steps as :meth:`ingest_parsed` without its batch bookkeeping.
         """
         state = None if isinstance(item, Rejection) else self._runs.get(item.run)
-        if state is None or isinstance(item, Rejection):
+        if state is None or isinstance(item, Rejection) or item.outcome < 0:
             return self.ingest_parsed([item], source=source, positions=(0,))
         problem = state.rejection(item, set())
         if problem is not None:
@@ -257,11 +253,19 @@ class Monitor:
                 letters.append(_dead_letter(item, known, now))
                 continue
             state = self._run_for_event(item.run)
-            problem: Refusal | None = (
-                ("unknown_run", self._unknown_run_reason(item.run))
-                if state is None
-                else state.rejection(item, new_questions.setdefault(item.run, set()))
-            )
+            problem: Refusal | None = None
+            if state is None:
+                problem = ("unknown_run", self._unknown_run_reason(item.run))
+            elif item.outcome < 0:
+                resolved = state.classified(item)
+                if isinstance(resolved, TrialEvent):
+                    item = resolved
+                else:
+                    problem = resolved
+            if state is not None and problem is None:
+                problem = state.rejection(
+                    item, new_questions.setdefault(item.run, set())
+                )
             if problem is not None:
                 rejection = _event_rejection(item, problem, origin, position)
                 rejections.append(rejection)
@@ -619,6 +623,17 @@ def _event_rejection(
         position=position,
         raw=event.model_dump_json(exclude_none=True),
     )
+
+
+def _check_scoring_unchanged(old: RunConfig, new: RunConfig) -> None:
+    """Counted trials were scored with the old weights and rubric: keep them."""
+    for name in ("weights", "rubric", "thresholds"):
+        before, after = getattr(old, name), getattr(new, name)
+        if before != after:
+            raise ConfigError(
+                f"run {new.run!r} already counted trials with {name} {before}; "
+                f"cannot change them to {after}"
+            )
 
 
 def _dead_letter(rejection: Rejection, run: str | None, now: float) -> DeadLetter:

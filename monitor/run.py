@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 
 from monitor.decisions import Standing, build_rule
 from monitor.ledger import NEW
+from monitor.rubrics import RUBRICS
 from monitor.schema import MAX_ID_LENGTH, RejectionKind, RunConfig, TrialEvent
 from monitor.store import VECTOR_THRESHOLD, ModelCounts, TrialBatch, group_indices
 from scorio_core import CountTable
@@ -70,6 +71,27 @@ class RunState:
             table.declare(self.questions)
             self.tables[model] = table
         return table
+
+    def classified(self, event: TrialEvent) -> TrialEvent | Refusal:
+        """The event with the category the run's rubric gives its signals.
+
+        Thresholds are fixed for the run's life, so a re-delivered event
+        classifies the same and stays a duplicate.
+        """
+        if self.config.rubric is None:
+            return (
+                "signals",
+                f"run {self.config.run!r} has no rubric to classify signals; "
+                "send category, or configure the run with a rubric",
+            )
+        assert event.signals is not None  # an event has category, correct or signals
+        try:
+            category = RUBRICS[self.config.rubric].classify(
+                event.signals, self.config.thresholds
+            )
+        except ValueError as error:
+            return ("signals", str(error))
+        return event.model_copy(update={"category": category})
 
     def rejection(self, event: TrialEvent, new_questions: set[str]) -> Refusal | None:
         """Why this run cannot count the event, or None when it can.

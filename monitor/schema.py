@@ -17,13 +17,17 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StrictFloat,
     StrictInt,
     StrictStr,
     field_validator,
     model_validator,
 )
 
+from monitor.rubrics import RUBRICS
+
 MAX_ID_LENGTH = 256
+MAX_SIGNALS = 32
 
 
 def _id_text(value: object) -> object:
@@ -37,6 +41,9 @@ Identifier = Annotated[
     StrictStr, Field(min_length=1, max_length=MAX_ID_LENGTH, pattern=r"^[^\x00-\x1f]*$")
 ]
 LooseIdentifier = Annotated[Identifier, BeforeValidator(_id_text)]
+
+SignalName = Annotated[StrictStr, Field(max_length=64, pattern=r"^[a-z][a-z0-9_]*$")]
+SignalValue = StrictBool | StrictInt | StrictFloat | StrictStr | None
 
 RuleName = Literal["sequential", "paper"]
 TargetName = Literal["ranking", "top_k", "leader", "width"]
@@ -54,8 +61,10 @@ class Cost(BaseModel):
 class TrialEvent(BaseModel):
     """One finished trial: ``(run, model, question, trial)`` and its outcome.
 
-    ``correct`` may stand for ``category`` in binary runs (true is 1). A
-    ``prior`` outcome counts toward the prior (the paper's R0), not the data.
+    ``correct`` may stand for ``category`` in binary runs (true is 1);
+    ``signals`` (is_correct, has_box, output_tokens, ...) may stand for it in
+    runs with a ``rubric``, which classifies them at ingestion. A ``prior``
+    outcome counts toward the prior (the paper's R0), not the data.
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
@@ -69,12 +78,16 @@ class TrialEvent(BaseModel):
     prior: StrictBool = False
     cost: Cost | None = None
     ts: Annotated[float, Field(allow_inf_nan=False)] | StrictStr | None = None
+    signals: (
+        Annotated[dict[SignalName, SignalValue], Field(max_length=MAX_SIGNALS)] | None
+    ) = None
 
     @model_validator(mode="after")
     def _one_outcome(self) -> Self:
-        if self.category is None and self.correct is None:
+        if self.category is None and self.correct is None and self.signals is None:
             raise ValueError(
-                "needs an outcome: category (an integer) or correct (true/false)"
+                "needs an outcome: category (an integer), correct (true/false) "
+                "or signals (for a run with a rubric)"
             )
         if (
             self.category is not None
@@ -86,10 +99,15 @@ class TrialEvent(BaseModel):
 
     @property
     def outcome(self) -> int:
-        """The category, with ``correct`` mapped to 1 (true) or 0 (false)."""
+        """The category, with ``correct`` mapped to 1 (true) or 0 (false).
+
+        Only signals: -1 until the run's rubric classified the event.
+        """
         if self.category is not None:
             return self.category
-        return int(bool(self.correct))
+        if self.correct is None:
+            return -1
+        return int(self.correct)
 
 
 class RunConfig(BaseModel):
@@ -105,6 +123,8 @@ class RunConfig(BaseModel):
     run: Identifier
     weights: list[float] = Field(default_factory=lambda: [0.0, 1.0], min_length=2)
     labels: list[str] | None = None
+    rubric: str | None = None
+    thresholds: dict[str, float] = Field(default_factory=dict)
     questions: list[LooseIdentifier] | None = None
     question_count: Annotated[StrictInt, Field(ge=1)] | None = None
     models: list[Identifier] | None = None
@@ -118,6 +138,23 @@ class RunConfig(BaseModel):
     webhooks: list[Annotated[str, Field(pattern=r"^https?://")]] = Field(
         default_factory=list
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rubric_defaults(cls, data: object) -> object:
+        """A rubric's weights and labels unless the config gives its own."""
+        if not isinstance(data, dict) or data.get("rubric") is None:
+            return data
+        rubric = RUBRICS.get(str(data["rubric"]))
+        if rubric is None:
+            raise ValueError(
+                f"unknown rubric {data['rubric']!r}; known: {', '.join(RUBRICS)}"
+            )
+        data = dict(data)
+        data.setdefault("weights", list(rubric.weights))
+        if len(data["weights"]) == rubric.category_count:
+            data.setdefault("labels", list(rubric.labels))
+        return data
 
     @field_validator("weights")
     @classmethod
@@ -139,6 +176,16 @@ class RunConfig(BaseModel):
                 f"labels must name every category: {len(self.weights)} weights, "
                 f"{len(self.labels)} labels"
             )
+        if self.rubric is not None:
+            rubric = RUBRICS[self.rubric]
+            if len(self.weights) != rubric.category_count:
+                raise ValueError(
+                    f"rubric {self.rubric} has {rubric.category_count} categories; "
+                    f"got {len(self.weights)} weights"
+                )
+            rubric.check_thresholds(self.thresholds)
+        elif self.thresholds:
+            raise ValueError("thresholds need a rubric")
         if self.models is not None and len(set(self.models)) != len(self.models):
             raise ValueError("models must be distinct")
         if self.target == "top_k" and self.top_k is None:
@@ -234,6 +281,7 @@ RejectionKind = Literal[
     "run_mismatch",
     "undeclared",
     "category",
+    "signals",
 ]
 
 

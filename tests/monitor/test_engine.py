@@ -285,3 +285,89 @@ def test_changing_weights_after_trials_is_refused() -> None:
 def test_an_invalid_config_mapping_names_the_problem() -> None:
     with pytest.raises(ConfigError, match="give questions or question_count, not both"):
         Monitor().configure({"run": "r", "questions": [1], "question_count": 1})
+
+
+def test_signals_are_classified_by_the_runs_rubric() -> None:
+    monitor = Monitor()
+    config = monitor.configure(
+        {"run": "r", "rubric": "conf_calibrated", "thresholds": {"confidence": 0.5}}
+    )
+    assert config.weights == [0.1, 0.2, 0.6, 1.0] and config.labels is not None
+    base = {"run": "r", "model": "a", "question": "q"}
+    report = monitor.ingest(
+        [
+            {
+                **base,
+                "trial": 0,
+                "signals": {"is_correct": True, "bits_per_token": 0.2},
+            },
+            {**base, "trial": 1, "signals": {"is_correct": False, "bits_per_token": 2}},
+            {**base, "trial": 2, "category": 2, "signals": {"is_correct": True}},
+        ]
+    )
+    assert report.accepted == 3
+    # confident correct (3), unconfident wrong (1) and the explicit category 2.
+    mu, sigma = oracle.bayes(np.array([[3, 1, 2]]), np.array([0.1, 0.2, 0.6, 1.0]))
+    row = monitor.status("r").models[0]
+    assert (row.mu, row.sigma) == pytest.approx((mu, sigma), abs=TOLERANCE)
+    assert row.trials == 3
+    again = monitor.ingest(
+        {**base, "trial": 0, "signals": {"is_correct": True, "bits_per_token": 0.2}}
+    )
+    assert again.duplicates == 1
+
+
+@pytest.mark.parametrize(
+    ("config", "signals", "reason"),
+    [
+        ({"run": "r"}, {"is_correct": True}, "has no rubric"),
+        (
+            {"run": "r", "rubric": "format_aware"},
+            {"is_correct": True},
+            "has_box",
+        ),
+        (
+            {"run": "r", "rubric": "format_aware"},
+            {"is_correct": "yes", "has_box": True},
+            "is_correct",
+        ),
+    ],
+)
+def test_unusable_signals_are_rejected_and_count_nothing(
+    config: dict[str, object], signals: dict[str, object], reason: str
+) -> None:
+    monitor = Monitor()
+    monitor.configure(config)
+    event = {"run": "r", "model": "a", "question": "q", "trial": 0}
+    report = monitor.ingest({**event, "signals": signals})
+    assert report.accepted == 0
+    assert report.rejected[0].kind == "signals"
+    assert reason in report.rejected[0].reason
+    status = monitor.status("r")
+    assert (status.trials, status.rejected) == (0, 1)
+
+
+@pytest.mark.parametrize(
+    ("config", "reason"),
+    [
+        ({"run": "r", "rubric": "nope"}, "unknown rubric"),
+        ({"run": "r", "rubric": "conf_calibrated"}, "needs threshold confidence"),
+        ({"run": "r", "rubric": "format_aware", "weights": [0, 1]}, "4 categories"),
+        ({"run": "r", "thresholds": {"confidence": 1.0}}, "thresholds need a rubric"),
+    ],
+)
+def test_a_bad_rubric_config_names_the_problem(
+    config: dict[str, object], reason: str
+) -> None:
+    with pytest.raises(ConfigError, match=reason):
+        Monitor().configure(config)
+
+
+def test_the_rubric_of_a_run_with_trials_cannot_change() -> None:
+    monitor = Monitor()
+    monitor.configure({"run": "r", "rubric": "exact_match"})
+    monitor.ingest(
+        {"run": "r", "model": "a", "question": 1, "trial": 0, "correct": True}
+    )
+    with pytest.raises(ConfigError, match="rubric"):
+        monitor.configure({"run": "r"})
