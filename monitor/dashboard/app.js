@@ -11,58 +11,35 @@
 "use strict";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
-const EVENT_KINDS = [
-  "pair_resolved",
-  "pair_unresolvable",
-  "model_done",
-  "budget_exhausted",
-  "ranking_stable",
-];
 const LOG_LIMIT = 200;
-const TRACE_LIMIT = 2000; // the server keeps as many trace points
+const TRACE_LIMIT = 2000; // as many points as the server keeps
 const RUNS_POLL_MS = 15000;
 const PALETTE = [
   "#4269d0", "#efb118", "#ff725c", "#6cc5b0", "#3ca951", "#ff8ab7",
   "#a463f2", "#97bbf5", "#9c6b4e", "#9498a0", "#1f3a93", "#d4a017",
 ];
 
+// What one run's view holds; a run switch starts from a fresh copy.
+const fresh = () =>
+  ({ config: null, status: null, trace: [], events: [], source: null, colors: new Map() });
 const state = {
   run: null,
-  config: null,
-  status: null,
-  trace: [],
-  events: [],
-  source: null,
-  generation: 0, // bumped on every run switch; late answers for an old run are dropped
-  colors: new Map(),
-  traceMode: "mu",
+  ...fresh(),
+  generation: 0, // bumped on every run switch: late answers for an old run are dropped
   renderQueued: false,
 };
 
 // -- small helpers --------------------------------------------------------
 
-function $(selector, root = document) {
-  return root.querySelector(selector);
-}
+const $ = (selector) => document.querySelector(selector);
+const field = (name) => $(`[data-field="${name}"]`);
+const setText = (name, text) => (field(name).textContent = text);
 
-function field(name, root = document) {
-  return root.querySelector(`[data-field="${name}"]`);
-}
-
-function setText(name, text, root = document) {
-  const node = field(name, root);
-  if (node) node.textContent = text;
-}
-
-// An HTML element; attributes go through setAttribute and children become
+// Elements whose attributes go through setAttribute and whose children become
 // text nodes, so server strings are never parsed as markup.
-function el(tag, attrs = {}, ...children) {
-  return build(document.createElement(tag), attrs, children);
-}
-
-function svg(tag, attrs = {}, ...children) {
-  return build(document.createElementNS(SVG_NS, tag), attrs, children);
-}
+const el = (tag, attrs = {}, ...children) => build(document.createElement(tag), attrs, children);
+const svg = (tag, attrs = {}, ...children) =>
+  build(document.createElementNS(SVG_NS, tag), attrs, children);
 
 function build(node, attrs, children) {
   for (const [key, value] of Object.entries(attrs)) {
@@ -75,35 +52,27 @@ function build(node, attrs, children) {
 }
 
 // Four decimals everywhere; JSON has no infinity, so a missing number is "—".
-function fixed(value, digits = 4) {
-  return typeof value === "number" && Number.isFinite(value) ? value.toFixed(digits) : "—";
-}
+const fixed = (value, digits = 4) =>
+  typeof value === "number" && Number.isFinite(value) ? value.toFixed(digits) : "—";
+const approx = (count) => `~${count.toLocaleString("en-US")}`;
+const percent = (value) => `${(100 * value).toFixed(1)}%`;
+const plural = (count, noun) => `${count.toLocaleString("en-US")} ${noun}${count === 1 ? "" : "s"}`;
+const clock = (ts) => new Date(ts * 1000).toLocaleTimeString([], { hour12: false });
+const shorten = (name, length = 18) => (name.length > length ? `${name.slice(0, length - 1)}…` : name);
+const runPath = (run, rest) => `runs/${encodeURIComponent(run)}/${rest}`;
 
-function percent(value) {
-  return `${(100 * value).toFixed(1)}%`;
-}
+// A linear map from [domainLow, domainHigh] onto [rangeLow, rangeHigh].
+const scale = (domainLow, domainHigh, rangeLow, rangeHigh) => (v) =>
+  rangeLow + ((v - domainLow) / (domainHigh - domainLow || 1)) * (rangeHigh - rangeLow);
 
-function clock(ts) {
-  return new Date(ts * 1000).toLocaleTimeString([], { hour12: false });
-}
-
-function shorten(name, length = 18) {
-  return name.length > length ? `${name.slice(0, length - 1)}…` : name;
-}
-
-function colorOf(model) {
-  if (!state.colors.has(model)) {
-    state.colors.set(model, PALETTE[state.colors.size % PALETTE.length]);
-  }
-  return state.colors.get(model);
-}
-
-// Round axis ticks: steps of 1, 2 or 5 times a power of ten.
+// Round axis ticks: the step of 1, 2 or 5 times a power of ten that gives
+// closest to `count` ticks.
 function ticks(low, high, count) {
   const span = high - low || 1;
-  const raw = span / count;
-  const power = 10 ** Math.floor(Math.log10(raw));
-  const step = [1, 2, 5, 10].map((m) => m * power).find((s) => span / s <= count) ?? raw;
+  const power = 10 ** Math.floor(Math.log10(span / count));
+  const step = [1, 2, 5, 10]
+    .map((m) => m * power)
+    .reduce((best, s) => (Math.abs(span / s - count) < Math.abs(span / best - count) ? s : best));
   const values = [];
   for (let v = Math.ceil(low / step) * step; v <= high + step * 1e-9; v += step) {
     values.push(Number(v.toFixed(12)));
@@ -111,9 +80,23 @@ function ticks(low, high, count) {
   return values;
 }
 
-function scale(domainLow, domainHigh, rangeLow, rangeHigh) {
-  const span = domainHigh - domainLow || 1;
-  return (v) => rangeLow + ((v - domainLow) / span) * (rangeHigh - rangeLow);
+// Colours stay with a model for as long as its run is shown.
+function colorOf(model) {
+  if (!state.colors.has(model)) state.colors.set(model, PALETTE[state.colors.size % PALETTE.length]);
+  return state.colors.get(model);
+}
+
+// Size an SVG to its box; returns the width to draw in.
+function frame(plot, height) {
+  const width = Math.max(plot.clientWidth, 320);
+  plot.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  plot.setAttribute("height", height);
+  return width;
+}
+
+function placeholder(plot) {
+  const width = frame(plot, 80);
+  plot.replaceChildren(svg("text", { x: width / 2, y: 44, class: "placeholder" }, "no trials yet"));
 }
 
 async function getJson(path) {
@@ -122,28 +105,19 @@ async function getJson(path) {
   return response.json();
 }
 
-function runPath(run, rest) {
-  return `runs/${encodeURIComponent(run)}/${rest}`;
-}
-
 // -- runs and the live stream ----------------------------------------------
 
 async function loadRuns() {
-  let runs;
-  try {
-    runs = await getJson("runs");
-  } catch {
-    setConnection("offline");
-    return;
-  }
+  const runs = await getJson("runs").catch(() => null);
+  if (runs === null) return setConnection("offline");
   const picker = $("#run-picker");
-  const shown = Array.from(picker.options, (option) => option.value);
-  if (runs.join("\n") !== shown.join("\n")) {
+  if (runs.join("\n") !== Array.from(picker.options, (option) => option.value).join("\n")) {
     picker.replaceChildren(...runs.map((run) => el("option", { value: run }, run)));
   }
+  if (runs.length === 0) setConnection("no runs");
   $("#no-runs").hidden = runs.length > 0;
   $("#board").hidden = runs.length === 0;
-  if (state.run !== null && runs.includes(state.run)) {
+  if (runs.includes(state.run)) {
     picker.value = state.run;
     return;
   }
@@ -153,24 +127,17 @@ async function loadRuns() {
 }
 
 async function selectRun(run) {
-  if (state.source) state.source.close();
+  state.source?.close();
   const generation = ++state.generation;
-  Object.assign(state, { run, config: null, status: null, trace: [], events: [], source: null });
-  state.colors = new Map();
+  Object.assign(state, { run, ...fresh() });
   $("#run-picker").value = run;
-  const url = new URL(location.href);
-  url.searchParams.set("run", run);
-  history.replaceState(null, "", url); // a shareable link, without reloading
+  history.replaceState(null, "", `?${new URLSearchParams({ run })}`); // shareable, no reload
   document.body.dataset.run = run;
   queueRender();
   try {
-    const [config, trace] = await Promise.all([
-      getJson(runPath(run, "config")),
-      getJson(runPath(run, "trace")),
-    ]);
-    if (generation !== state.generation) return;
-    state.config = config;
-    state.trace = trace;
+    const answers = [getJson(runPath(run, "config")), getJson(runPath(run, "trace"))];
+    const [config, trace] = await Promise.all(answers);
+    if (generation === state.generation) Object.assign(state, { config, trace });
   } catch (error) {
     console.warn("could not load the run's config or trace:", error);
   }
@@ -186,17 +153,17 @@ function openStream(run, generation) {
     if (generation === state.generation) handler(JSON.parse(message.data));
   };
   source.addEventListener("status", current(onStatus));
-  for (const kind of EVENT_KINDS) source.addEventListener(kind, current(onEvent));
+  for (const kind of Object.keys(SENTENCES)) source.addEventListener(kind, current(onEvent));
   source.onopen = () => setConnection("live");
-  source.onerror = () => {
+  source.onerror = () =>
     setConnection(source.readyState === EventSource.CLOSED ? "offline" : "reconnecting");
-  };
 }
 
 function onStatus(status) {
   state.status = status;
   const last = state.trace[state.trace.length - 1];
-  if (status.trials > 0 && (!last || last.trials !== status.trials)) {
+  // Same rule as the server's trace: a point per change in the trial count.
+  if (status.trials > 0 && last?.trials !== status.trials) {
     const mu = Object.fromEntries(status.models.map((row) => [row.model, row.mu]));
     const order = status.models.map((row) => row.model);
     state.trace.push({ ts: Date.now() / 1000, trials: status.trials, order, mu });
@@ -212,9 +179,8 @@ function onEvent(event) {
 }
 
 function setConnection(mode) {
-  const node = $("#connection");
-  node.dataset.state = mode;
-  node.textContent = mode;
+  $("#connection").dataset.state = mode;
+  $("#connection").textContent = mode;
 }
 
 // Statuses can arrive every few milliseconds under load: draw once a frame.
@@ -230,13 +196,12 @@ function queueRender() {
 function render() {
   const status = state.status;
   if (status) {
-    // Stable colours: assign in leaderboard order the first time a model shows up.
-    status.models.forEach((row) => colorOf(row.model));
+    status.models.forEach((row) => colorOf(row.model)); // first seen, first colour
     renderSummary(status);
-    renderLeaderboard(status);
+    renderLeaderboard(status); // before the forest plot, which copies its rows
     renderForest(status);
     renderPairs(status);
-    setText("updated", `updated ${new Date().toLocaleTimeString([], { hour12: false })}`);
+    setText("updated", `updated ${clock(Date.now() / 1000)}`);
     document.body.dataset.trials = String(status.trials);
   }
   renderTrace();
@@ -245,86 +210,89 @@ function render() {
 
 // -- summary and tables ---------------------------------------------------
 
-// Budget: every model may take max_trials_per_question trials per question.
+// The budget: every model may take max_trials_per_question on every question.
 function budgetShare(trials, models) {
   const cap = state.config?.max_trials_per_question;
   const questions = state.status?.question_count;
-  if (!cap || !questions || !models) return null;
-  return { used: trials / (cap * questions * models), total: cap * questions * models };
+  if (!cap || !questions) return null;
+  const total = cap * questions * models;
+  return { used: total > 0 ? trials / total : 0, total };
 }
 
 function renderSummary(status) {
+  const { duplicates, corrections, rejected } = status;
   setText("trials", status.trials.toLocaleString("en-US"));
-  setText(
-    "intake",
-    `${status.duplicates} duplicates · ${status.corrections} corrections · ${status.rejected} rejected`,
-  );
-  const budget = budgetShare(status.trials, status.models.length);
+  const intake = [plural(duplicates, "duplicate"), plural(corrections, "correction")];
+  setText("intake", [...intake, `${rejected} rejected`].join(" · "));
+  // Declared models count toward the budget before their first trial.
+  const models = Math.max(status.models.length, state.config?.models?.length ?? 0);
+  const budget = budgetShare(status.trials, models);
+  const cap = state.config?.max_trials_per_question;
   setText("budget", budget ? percent(budget.used) : "no cap");
   field("budget-bar").style.width = budget ? percent(Math.min(budget.used, 1)) : "0";
-  setText(
-    "budget-detail",
-    budget
-      ? `of ${budget.total.toLocaleString("en-US")} (${status.models.length} models × ${status.question_count} questions × ${state.config.max_trials_per_question})`
-      : "max_trials_per_question not set",
-  );
+  const total = budget?.total.toLocaleString("en-US");
+  setText("budget-detail", budget ? `of ${total}: ${cap} per question and model` : "no trial cap set");
   setText("question_count", String(status.question_count));
   setText("question-detail", status.open ? "open run: questions seen" : "declared");
   setText("rule", status.rule);
   setText("confidence", `confidence ${fixed(status.confidence)}`);
-  const stable = field("stable");
-  stable.textContent = status.stable ? "stable" : "sampling";
-  stable.dataset.value = String(status.stable);
+  setText("stable", status.stable ? "stable" : "sampling");
+  field("stable").dataset.value = String(status.stable);
   const groups = new Set(status.models.map((row) => row.group)).size;
-  setText("groups", `${status.models.length} models in ${groups} groups`);
+  setText("groups", `${plural(status.models.length, "model")} in ${plural(groups, "group")}`);
 }
 
 function needsText(row) {
   if (!row.needs_trials) return "—";
-  return row.predicted_trials === null ? "yes" : `~${row.predicted_trials.toLocaleString("en-US")}`;
+  return row.predicted_trials === null ? "yes" : approx(row.predicted_trials);
+}
+
+function budgetMeter(trials) {
+  const share = budgetShare(trials, 1);
+  if (!share) return "";
+  const bar = el("span", { style: `width:${percent(Math.min(share.used, 1))}` });
+  return el("span", { class: "meter small", title: `${percent(share.used)} of its budget` }, bar);
 }
 
 function renderLeaderboard(status) {
   const rows = status.models.map((row) => {
-    const share = budgetShare(row.trials, 1);
-    const meter = share
-      ? el("span", { class: "meter small", title: `${percent(share.used)} of its budget` },
-          el("span", { style: `width:${percent(Math.min(share.used, 1))}` }))
-      : "";
+    const swatch = el("span", { class: "swatch", style: `background:${colorOf(row.model)}` });
+    const band = row.group % 2 ? "band-odd" : "band-even";
+    const [meter, needs] = [budgetMeter(row.trials), row.needs_trials ? "needs" : "muted"];
     return el(
       "tr",
-      { "data-model": row.model, "data-group": row.group, class: row.group % 2 ? "band-odd" : "band-even" },
+      { "data-model": row.model, "data-group": row.group, class: band },
       el("td", { class: "num", "data-field": "rank" }, row.rank),
       el("td", {}, el("span", { class: "group", "data-field": "group" }, row.group)),
-      el("td", { class: "model" },
-        el("span", { class: "swatch", style: `background:${colorOf(row.model)}` }),
-        el("span", { "data-field": "model" }, row.model)),
+      el("td", { class: "model" }, swatch, el("span", { "data-field": "model" }, row.model)),
       el("td", { class: "num strong", "data-field": "mu" }, fixed(row.mu)),
       el("td", { class: "num", "data-field": "sigma" }, fixed(row.sigma)),
       el("td", { class: "num", "data-field": "interval" }, `${fixed(row.lo)} – ${fixed(row.hi)}`),
       el("td", { class: "num" }, el("span", { "data-field": "trials" }, row.trials), meter),
-      el("td", { class: row.needs_trials ? "num needs" : "num muted", "data-field": "needs" }, needsText(row)),
+      el("td", { class: `num ${needs}`, "data-field": "needs" }, needsText(row)),
     );
   });
   $("#leaderboard tbody").replaceChildren(...rows);
 }
 
-function pairState(pair) {
-  if (pair.resolved) return ["resolved", "resolved"];
-  if (pair.unresolvable) return ["tie", "statistical tie at this budget"];
-  return ["open", "unresolved"];
-}
+const PAIR_STATES = { resolved: "resolved", tie: "statistical tie at this budget", open: "unresolved" };
+const pairKind = (pair) => (pair.resolved ? "resolved" : pair.unresolvable ? "tie" : "open");
+
+// Trials until the boundary settles, where the server forecasts them.
+const forecastText = (pair) =>
+  pair.resolved || pair.unresolvable || !pair.predicted_trials ? "—" : approx(pair.predicted_trials);
 
 function renderPairs(status) {
   const rows = status.pairs.map((pair) => {
-    const [kind, label] = pairState(pair);
+    const kind = pairKind(pair);
     return el(
       "tr",
       { "data-pair": `${pair.a}|${pair.b}`, "data-state": kind },
       el("td", { class: "model" }, `${pair.a} › ${pair.b}`),
       el("td", { class: "num", "data-field": "z" }, fixed(pair.z)),
       el("td", { class: "num", "data-field": "rho" }, fixed(pair.rho)),
-      el("td", {}, el("span", { class: `badge ${kind}`, "data-field": "state" }, label)),
+      el("td", { class: "num muted", "data-field": "forecast" }, forecastText(pair)),
+      el("td", {}, el("span", { class: `badge ${kind}`, "data-field": "state" }, PAIR_STATES[kind])),
     );
   });
   $("#pairs tbody").replaceChildren(...rows);
@@ -338,188 +306,174 @@ function renderPairs(status) {
 // models the data cannot yet tell apart sit visibly together.
 function renderForest(status) {
   const plot = $("#forest");
-  const rows = status.models;
-  const width = Math.max(plot.clientWidth, 320);
-  const rowHeight = 26;
-  const margin = { top: 6, right: 44, bottom: 30, left: 118 };
-  const height = margin.top + margin.bottom + rowHeight * Math.max(rows.length, 1);
-  plot.setAttribute("viewBox", `0 0 ${width} ${height}`);
-  plot.setAttribute("height", height);
+  const models = status.models;
+  const rows = tableRows();
   setText("forest-caption", `${fixed(status.confidence * 100, 1)}%`);
-  if (rows.length === 0) {
-    plot.replaceChildren(svg("text", { x: width / 2, y: height / 2, class: "placeholder" }, "no trials yet"));
-    return;
-  }
-  const low = Math.min(...rows.map((row) => row.lo));
-  const high = Math.max(...rows.map((row) => row.hi));
+  if (models.length === 0 || rows.length !== models.length) return placeholder(plot);
+  const [first, last] = [rows[0].top, rows[rows.length - 1].bottom];
+  const width = frame(plot, last + 2);
+  const longest = Math.max(...models.map((row) => shorten(row.model).length), 4);
+  const low = Math.min(...models.map((row) => row.lo));
+  const high = Math.max(...models.map((row) => row.hi));
   const pad = (high - low) * 0.04 || 0.01;
-  const x = scale(low - pad, high + pad, margin.left, width - margin.right);
-  const rowY = (index) => margin.top + rowHeight * (index + 0.5);
+  const x = scale(low - pad, high + pad, 20 + 7 * longest, width - 44);
   const parts = [];
-  groupBlocks(rows).forEach((block, index) => {
-    const top = margin.top + rowHeight * block.start;
-    const blockHeight = rowHeight * block.count;
+  for (const block of groupBlocks(models)) {
+    const [top, bottom] = [rows[block.start].top, rows[block.end].bottom];
+    const band = block.group % 2 ? "band band-odd" : "band band-even"; // as in the table
+    const label = { class: "group-label", x: width - 8, y: (top + bottom) / 2 + 4 };
     parts.push(
-      svg("rect", { class: index % 2 ? "band band-even" : "band band-odd", x: 0, y: top, width, height: blockHeight }),
-      svg("text", { class: "group-label", x: width - 8, y: top + blockHeight / 2 + 4, "text-anchor": "end" }, `G${block.group}`),
-    );
-  });
-  for (const tick of ticks(low - pad, high + pad, 5)) {
-    parts.push(
-      svg("line", { class: "grid", x1: x(tick), x2: x(tick), y1: margin.top, y2: height - margin.bottom }),
-      svg("text", { class: "tick", x: x(tick), y: height - margin.bottom + 16, "text-anchor": "middle" }, tick.toFixed(2)),
+      svg("rect", { class: band, x: 0, y: top, width, height: bottom - top }),
+      svg("text", label, `G${block.group}`),
     );
   }
-  rows.forEach((row, index) => {
-    const y = rowY(index);
+  for (const tick of ticks(low - pad, high + pad, 6)) {
+    const at = x(tick);
     parts.push(
-      svg("g", { "data-model": row.model },
-        svg("title", {}, `${row.model}: μ ${fixed(row.mu)}, interval ${fixed(row.lo)} – ${fixed(row.hi)}`),
-        svg("text", { class: "row-label", x: margin.left - 10, y: y + 4, "text-anchor": "end" }, shorten(row.model)),
-        svg("line", { class: "interval", x1: x(row.lo), x2: x(row.hi), y1: y, y2: y, stroke: colorOf(row.model) }),
-        svg("circle", { class: "point", cx: x(row.mu), cy: y, r: 4.5, fill: colorOf(row.model) })),
+      svg("line", { class: "grid", x1: at, x2: at, y1: first, y2: last }),
+      svg("text", { class: "tick", x: at, y: first - 6, "text-anchor": "middle" }, tick.toFixed(2)),
     );
+  }
+  models.forEach((row, index) => {
+    const y = (rows[index].top + rows[index].bottom) / 2;
+    const color = colorOf(row.model);
+    const title = `${row.model}: μ ${fixed(row.mu)}, interval ${fixed(row.lo)} – ${fixed(row.hi)}`;
+    const label = { class: "row-label", x: x(low - pad) - 10, y: y + 4, "text-anchor": "end" };
+    const marks = svg("g", { "data-model": row.model }, svg("title", {}, title));
+    marks.append(
+      svg("text", label, shorten(row.model)),
+      svg("line", { class: "interval", x1: x(row.lo), x2: x(row.hi), y1: y, y2: y, stroke: color }),
+      svg("circle", { class: "point", cx: x(row.mu), cy: y, r: 4.5, fill: color }),
+    );
+    parts.push(marks);
   });
   plot.replaceChildren(...parts);
+}
+
+// The leaderboard's row spans, measured from the table's top. The plot copies
+// them, so beside the table each interval sits level with its model's line
+// and the axis with the column headings.
+function tableRows() {
+  const origin = $("#leaderboard").getBoundingClientRect().top;
+  return Array.from(document.querySelectorAll("#leaderboard tbody tr"), (row) => {
+    const rect = row.getBoundingClientRect();
+    return { top: rect.top - origin, bottom: rect.bottom - origin };
+  });
 }
 
 function groupBlocks(rows) {
   const blocks = [];
   rows.forEach((row, index) => {
     const last = blocks[blocks.length - 1];
-    if (last && last.group === row.group) last.count += 1;
-    else blocks.push({ group: row.group, start: index, count: 1 });
+    if (last?.group === row.group) last.end = index;
+    else blocks.push({ group: row.group, start: index, end: index });
   });
   return blocks;
 }
 
 // -- ranking trace --------------------------------------------------------
 
-function traceValue(point, model) {
-  if (state.traceMode === "rank") {
-    const index = point.order.indexOf(model);
-    return index < 0 ? null : index + 1;
-  }
-  return typeof point.mu[model] === "number" ? point.mu[model] : null;
-}
-
 function renderTrace() {
   const plot = $("#trace");
-  const points = state.trace;
-  const width = Math.max(plot.clientWidth, 320);
-  const height = 300;
+  // The server also records the empty status a run starts with.
+  const points = state.trace.filter((point) => point.order.length > 0);
+  if (points.length === 0) return placeholder(plot);
+  const height = 330;
   const margin = { top: 12, right: 96, bottom: 34, left: 52 };
-  plot.setAttribute("viewBox", `0 0 ${width} ${height}`);
-  plot.setAttribute("height", height);
-  if (points.length === 0) {
-    plot.replaceChildren(svg("text", { x: width / 2, y: height / 2, class: "placeholder" }, "no trials yet"));
-    return;
-  }
+  const width = frame(plot, height);
   const models = Array.from(new Set(points.flatMap((point) => point.order)));
-  const byRank = state.traceMode === "rank";
-  const values = points.flatMap((point) => models.map((m) => traceValue(point, m))).filter((v) => v !== null);
-  const [low, high] = byRank ? [1, Math.max(models.length, 2)] : [Math.min(...values), Math.max(...values)];
-  const pad = byRank ? 0.4 : (high - low) * 0.06 || 0.01;
+  const values = points.flatMap((point) => Object.values(point.mu));
+  const [low, high] = [Math.min(...values), Math.max(...values)];
+  const pad = (high - low) * 0.06 || 0.01;
   const first = points[0].trials;
   const last = points[points.length - 1].trials;
-  const x = scale(first, last === first ? first + 1 : last, margin.left, width - margin.right);
-  // Rank 1 is drawn at the top, like the leaderboard.
-  const y = byRank
-    ? scale(low - pad, high + pad, margin.top, height - margin.bottom)
-    : scale(low - pad, high + pad, height - margin.bottom, margin.top);
-  const parts = [...traceAxes(x, y, { first, last, low, high, pad, byRank, width, height, margin })];
+  const x = scale(first, Math.max(last, first + 1), margin.left, width - margin.right);
+  const [top, bottom] = [margin.top, height - margin.bottom];
+  const y = scale(low - pad, high + pad, bottom, top);
+  const yTicks = ticks(low - pad, high + pad, 5);
+  const xTicks = last > first ? ticks(first, last, 6) : [first];
+  const parts = traceAxes(x, y, { xTicks, yTicks, width, height, margin });
   const ends = [];
   for (const model of models) {
+    // A model that shows up late starts its line at its first point.
     const coords = points
-      .map((point) => [point.trials, traceValue(point, model)])
-      .filter(([, v]) => v !== null)
-      .map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`);
+      .filter((point) => typeof point.mu[model] === "number")
+      .map((point) => [x(point.trials), y(point.mu[model])]);
     if (coords.length === 0) continue;
     const color = colorOf(model);
-    parts.push(svg("polyline", { class: "series", points: coords.join(" "), stroke: color, "data-model": model }));
-    const [endX, endY] = coords[coords.length - 1].split(",").map(Number);
-    parts.push(svg("circle", { cx: endX, cy: endY, r: 2.5, fill: color }));
+    const line = coords.map(([px, py]) => `${px.toFixed(1)},${py.toFixed(1)}`).join(" ");
+    const [endX, endY] = coords[coords.length - 1];
+    parts.push(
+      svg("polyline", { class: "series", points: line, stroke: color, "data-model": model }),
+      svg("circle", { cx: endX, cy: endY, r: 2.5, fill: color }),
+    );
     ends.push({ model, color, x: endX, y: endY });
   }
-  parts.push(...endLabels(ends, margin.top, height - margin.bottom));
+  parts.push(...endLabels(ends, top, bottom));
   plot.replaceChildren(...parts);
 }
 
-function traceAxes(x, y, frame) {
-  const { first, last, low, high, pad, byRank, width, height, margin } = frame;
-  const parts = [];
-  const yTicks = byRank
-    ? Array.from({ length: high - low + 1 }, (_, i) => low + i).filter((r) => high <= 12 || r % 2 === 1)
-    : ticks(low - pad, high + pad, 5);
-  for (const tick of yTicks) {
-    parts.push(
-      svg("line", { class: "grid", x1: margin.left, x2: width - margin.right, y1: y(tick), y2: y(tick) }),
-      svg("text", { class: "tick", x: margin.left - 8, y: y(tick) + 4, "text-anchor": "end" }, byRank ? tick : tick.toFixed(2)),
-    );
-  }
-  const xTicks = last > first ? ticks(first, last, 6) : [first];
+function traceAxes(x, y, { xTicks, yTicks, width, height, margin }) {
+  const [left, right, base] = [margin.left, width - margin.right, height - margin.bottom];
+  const parts = yTicks.flatMap((tick) => [
+    svg("line", { class: "grid", x1: left, x2: right, y1: y(tick), y2: y(tick) }),
+    svg("text", { class: "tick", x: left - 8, y: y(tick) + 4, "text-anchor": "end" }, tick.toFixed(2)),
+  ]);
   for (const tick of xTicks) {
-    parts.push(svg("text", { class: "tick", x: x(tick), y: height - margin.bottom + 16, "text-anchor": "middle" }, tick.toLocaleString("en-US")));
+    const label = { class: "tick", x: x(tick), y: base + 16, "text-anchor": "middle" };
+    parts.push(svg("text", label, tick.toLocaleString("en-US")));
   }
+  const title = { class: "axis-title", x: (left + right) / 2, y: height - 4, "text-anchor": "middle" };
   parts.push(
-    svg("line", { class: "axis", x1: margin.left, x2: width - margin.right, y1: height - margin.bottom, y2: height - margin.bottom }),
-    svg("text", { class: "axis-title", x: (margin.left + width - margin.right) / 2, y: height - 4, "text-anchor": "middle" }, "trials"),
-    svg("text", { class: "axis-title", x: 12, y: margin.top + 4, "text-anchor": "start" }, byRank ? "rank" : "μ"),
+    svg("line", { class: "axis", x1: left, x2: right, y1: base, y2: base }),
+    svg("text", title, "trials"),
+    svg("text", { class: "axis-title", x: 12, y: margin.top + 4 }, "μ"),
   );
   return parts;
 }
 
-// Labels at the line ends, pushed apart so that close lines stay readable.
+// Labels at the line ends, pushed apart so that close lines stay readable:
+// one pass down keeps them `gap` apart, one pass up keeps them inside.
 function endLabels(ends, top, bottom) {
   const gap = 12;
   const sorted = [...ends].sort((a, b) => a.y - b.y);
-  let previous = top - gap;
-  for (const end of sorted) {
-    end.labelY = Math.max(end.y, previous + gap);
-    previous = end.labelY;
+  sorted.forEach((end, i) => {
+    end.labelY = Math.max(end.y, i > 0 ? sorted[i - 1].labelY + gap : top);
+  });
+  for (let i = sorted.length - 1; i >= 0; i -= 1) {
+    const limit = i < sorted.length - 1 ? sorted[i + 1].labelY - gap : bottom;
+    sorted[i].labelY = Math.min(sorted[i].labelY, limit);
   }
-  let next = bottom + gap;
-  for (const end of sorted.reverse()) {
-    end.labelY = Math.min(end.labelY, next - gap);
-    next = end.labelY;
-  }
-  return ends.flatMap((end) => [
-    svg("line", { class: "leader", x1: end.x + 3, x2: end.x + 10, y1: end.y, y2: end.labelY, stroke: end.color }),
-    svg("text", { class: "end-label", x: end.x + 13, y: end.labelY + 4, fill: end.color }, shorten(end.model, 12)),
+  return ends.flatMap(({ model, color, x, y, labelY }) => [
+    svg("line", { class: "leader", x1: x + 3, x2: x + 10, y1: y, y2: labelY, stroke: color }),
+    svg("text", { class: "end-label", x: x + 13, y: labelY + 4, fill: color }, shorten(model, 12)),
   ]);
 }
 
 // -- event log ------------------------------------------------------------
 
-// Payload fields are checked before use: the stream is data, not trusted code.
+// The event kinds the stream carries, one sentence each; payload fields are
+// only ever formatted as text.
+const SENTENCES = {
+  pair_resolved: (p) => `${p.a} ranks above ${p.b} (z ${fixed(p.z)}, ρ ${fixed(p.rho)})`,
+  pair_unresolvable: (p) => `${p.a} vs ${p.b}: statistical tie at this budget (z ${fixed(p.z)})`,
+  model_done: (p) => `${p.model} needs no more trials: group ${p.group} after ${p.trials} trials`,
+  budget_exhausted: (p) => `budget spent for ${[].concat(p.models ?? []).join(", ")}`,
+  ranking_stable: (p) => `ranking stable after ${p.trials} trials`,
+};
+
 function describe(event) {
-  const p = event.payload && typeof event.payload === "object" ? event.payload : {};
-  switch (event.kind) {
-    case "pair_resolved":
-      return `${p.a} ranks above ${p.b} (z ${fixed(p.z)}, ρ ${fixed(p.rho)})`;
-    case "pair_unresolvable":
-      return `${p.a} vs ${p.b}: statistical tie at this budget (z ${fixed(p.z)})`;
-    case "model_done":
-      return `${p.model} needs no more trials: group ${p.group} after ${p.trials} trials`;
-    case "budget_exhausted":
-      return `budget spent for ${Array.isArray(p.models) ? p.models.join(", ") : "some models"}`;
-    case "ranking_stable":
-      return `ranking stable after ${p.trials} trials`;
-    default:
-      return `${event.kind} ${event.subject ?? ""}`;
-  }
+  const sentence = SENTENCES[event.kind];
+  return sentence ? sentence(event.payload ?? {}) : `${event.kind} ${event.subject ?? ""}`;
 }
 
 function renderLog() {
-  const items = state.events.map((event) =>
-    el(
-      "li",
-      { "data-kind": event.kind, "data-seq": event.seq },
-      el("time", {}, clock(event.ts)),
-      el("span", { class: `badge kind-${event.kind}` }, event.kind.replace(/_/g, " ")),
-      el("span", { class: "message" }, describe(event)),
-    ),
-  );
+  const items = state.events.map((event) => {
+    const badge = el("span", { class: `badge kind-${event.kind}` }, event.kind.replace(/_/g, " "));
+    const message = el("span", { class: "message" }, describe(event));
+    const attrs = { "data-kind": event.kind, "data-seq": event.seq };
+    return el("li", attrs, el("time", {}, clock(event.ts)), badge, message);
+  });
   $("#event-log").replaceChildren(...items);
   field("log-empty").hidden = items.length > 0;
 }
@@ -528,16 +482,14 @@ function renderLog() {
 
 function start() {
   $("#run-picker").addEventListener("change", (event) => selectRun(event.target.value));
-  for (const button of document.querySelectorAll("[data-trace-mode]")) {
-    button.addEventListener("click", () => {
-      state.traceMode = button.dataset.traceMode;
-      for (const other of document.querySelectorAll("[data-trace-mode]")) {
-        other.setAttribute("aria-pressed", String(other === button));
-      }
-      queueRender();
-    });
-  }
   window.addEventListener("resize", queueRender);
+  // A page going into the back/forward cache keeps its connections, and the
+  // server would hold the stream (and a subscriber queue) for it: close on
+  // hide, reopen when the page comes back.
+  window.addEventListener("pagehide", () => state.source?.close());
+  window.addEventListener("pageshow", (event) => {
+    if (event.persisted && state.run !== null) selectRun(state.run);
+  });
   loadRuns();
   setInterval(loadRuns, RUNS_POLL_MS); // new runs appear without a reload
 }
