@@ -184,6 +184,8 @@ async def _event_stream(
         )
         while True:
             item = await queue.get()
+            if item is None:
+                return  # the service is closing, or this stream fell behind
             if isinstance(item, Status):
                 if item.run == run:
                     yield ServerSentEvent(item.model_dump_json(), event="status")

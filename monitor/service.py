@@ -95,7 +95,7 @@ class Service:
         self._snapshot = Snapshot()
         self._dirty_runs: set[str] = set()
         self._status_wanted = asyncio.Event()
-        self._subscribers: set[asyncio.Queue[StoredEvent | Status]] = set()
+        self._subscribers: set[asyncio.Queue[StoredEvent | Status | None]] = set()
         self._traces: dict[str, collections.deque[TracePoint]] = {}
 
     # -- lifecycle ---------------------------------------------------------
@@ -125,6 +125,8 @@ class Service:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        for queue in list(self._subscribers):
+            self._end(queue)
         for task in self._tasks:
             task.cancel()
         try:
@@ -192,17 +194,20 @@ class Service:
     async def config(self, run: str) -> RunConfig:
         return await self.call(functools.partial(self._monitor.config, run))
 
-    def subscribe(self) -> asyncio.Queue[StoredEvent | Status]:
+    def subscribe(self) -> asyncio.Queue[StoredEvent | Status | None]:
         """A queue of every event fired and status refreshed from now on.
 
-        A subscriber that falls 10,000 items behind is dropped (its queue
-        gets no more items); call :meth:`unsubscribe` when done.
+        ``None`` ends it: the service is closing, or the subscriber fell
+        10,000 items behind and was dropped (it may resume from the store's
+        event log). Call :meth:`unsubscribe` when done.
         """
-        queue: asyncio.Queue[StoredEvent | Status] = asyncio.Queue(maxsize=10_000)
+        queue: asyncio.Queue[StoredEvent | Status | None] = asyncio.Queue(
+            maxsize=10_000
+        )
         self._subscribers.add(queue)
         return queue
 
-    def unsubscribe(self, queue: asyncio.Queue[StoredEvent | Status]) -> None:
+    def unsubscribe(self, queue: asyncio.Queue[StoredEvent | Status | None]) -> None:
         self._subscribers.discard(queue)
 
     def trace(self, run: str) -> list[TracePoint]:
@@ -213,9 +218,15 @@ class Service:
         for queue in list(self._subscribers):
             if queue.full():
                 log.warning("a subscriber fell behind; dropping it")
-                self._subscribers.discard(queue)
+                self._end(queue)
             else:
                 queue.put_nowait(item)
+
+    def _end(self, queue: asyncio.Queue[StoredEvent | Status | None]) -> None:
+        self._subscribers.discard(queue)
+        while not queue.empty():
+            queue.get_nowait()
+        queue.put_nowait(None)
 
     # -- internals ---------------------------------------------------------
 
@@ -252,7 +263,7 @@ class Service:
         points = self._traces.setdefault(
             status.run, collections.deque(maxlen=TRACE_POINTS)
         )
-        if points and points[-1].trials == status.trials:
+        if not status.models or (points and points[-1].trials == status.trials):
             return
         points.append(
             TracePoint(
