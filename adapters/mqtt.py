@@ -207,17 +207,8 @@ class MqttPublisher:
 
 
 def event_json(event: StoredEvent) -> str:
-    """The wire form of an event (also used by HTTP and webhooks)."""
-    return json.dumps(
-        {
-            "seq": event.seq,
-            "run": event.run,
-            "kind": event.kind,
-            "subject": event.subject,
-            "payload": dict(event.payload),
-            "ts": event.ts,
-        }
-    )
+    """The wire form of an event."""
+    return json.dumps(event.document())
 
 
 def _payload_bytes(payload: object) -> bytes:

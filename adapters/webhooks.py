@@ -149,14 +149,7 @@ def slack_message(event: StoredEvent) -> dict[str, object]:
     """``{"text": ..., "scorio": ...}``: Slack shows the text, tools read the event."""
     return {
         "text": alert_text(event),
-        "scorio": {
-            "seq": event.seq,
-            "run": event.run,
-            "kind": event.kind,
-            "subject": event.subject,
-            "payload": dict(event.payload),
-            "ts": event.ts,
-        },
+        "scorio": event.document(),
     }
 
 

@@ -197,15 +197,9 @@ async def _event_stream(
 
 
 def _sse(event: StoredEvent) -> ServerSentEvent:
-    data = {
-        "seq": event.seq,
-        "run": event.run,
-        "kind": event.kind,
-        "subject": event.subject,
-        "payload": dict(event.payload),
-        "ts": event.ts,
-    }
-    return ServerSentEvent(json.dumps(data), event=event.kind, id=str(event.seq))
+    return ServerSentEvent(
+        json.dumps(event.document()), event=event.kind, id=str(event.seq)
+    )
 
 
 def _resume_point(request: Request, since: int | None) -> int:

@@ -158,6 +158,17 @@ class StoredEvent:
     payload: Mapping[str, JsonValue]
     ts: float
 
+    def document(self) -> dict[str, JsonValue]:
+        """The wire form (MQTT, server-sent events, webhooks)."""
+        return {
+            "seq": self.seq,
+            "run": self.run,
+            "kind": self.kind,
+            "subject": self.subject,
+            "payload": dict(self.payload),
+            "ts": self.ts,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class IngestReport:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from rich.console import Console, Group
 from rich.table import Table
@@ -16,6 +17,27 @@ from monitor.store import StoredEvent
 _BAR_WIDTH = 20
 
 
+class Row(Protocol):
+    """A leaderboard row: what scoring and statuses have in common."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def mu(self) -> float: ...
+    @property
+    def sigma(self) -> float: ...
+    @property
+    def lo(self) -> float: ...
+    @property
+    def hi(self) -> float: ...
+    @property
+    def trials(self) -> int: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def group(self) -> int: ...
+
+
 def terminal() -> Console:
     """A console for stdout; when piped, wide enough for a leaderboard."""
     console = Console()
@@ -27,10 +49,18 @@ def scoreboard_table(board: Scoreboard) -> Table:
     questions = f"M={board.question_count}" + (
         " (open: questions seen)" if board.is_open else ""
     )
-    table = Table(
-        title=f"{board.run}  ·  {questions}  ·  {board.confidence:.0%} intervals",
-        title_justify="left",
+    table = _leaderboard(
+        f"{board.run}  ·  {questions}  ·  {board.confidence:.0%} intervals"
     )
+    low = min(row.lo for row in board.models)
+    high = max(row.hi for row in board.models)
+    for row in board.models:
+        table.add_row(*_cells(row, low, high))
+    return table
+
+
+def _leaderboard(title: str, *extra: str) -> Table:
+    table = Table(title=title, title_justify="left")
     table.add_column("rank", justify="right", no_wrap=True)
     table.add_column("group", justify="right", no_wrap=True)
     table.add_column("model", overflow="fold", min_width=8)
@@ -39,20 +69,22 @@ def scoreboard_table(board: Scoreboard) -> Table:
     table.add_column("interval", no_wrap=True)
     table.add_column("", no_wrap=True, min_width=_BAR_WIDTH)
     table.add_column("trials", justify="right", no_wrap=True)
-    low = min(row.lo for row in board.models)
-    high = max(row.hi for row in board.models)
-    for row in board.models:
-        table.add_row(
-            str(row.rank),
-            str(row.group),
-            row.model,
-            f"{row.mu:.4f}",
-            f"{row.sigma:.4f}",
-            f"[{row.lo:.4f}, {row.hi:.4f}]",
-            interval_bar(row.lo, row.mu, row.hi, low, high),
-            str(row.trials),
-        )
+    for name in extra:
+        table.add_column(name, justify="right", no_wrap=True)
     return table
+
+
+def _cells(row: Row, low: float, high: float) -> list[str | Text]:
+    return [
+        str(row.rank),
+        str(row.group),
+        row.model,
+        f"{row.mu:.4f}",
+        f"{row.sigma:.4f}",
+        f"[{row.lo:.4f}, {row.hi:.4f}]",
+        interval_bar(row.lo, row.mu, row.hi, low, high),
+        str(row.trials),
+    ]
 
 
 def interval_bar(lo: float, mu: float, hi: float, low: float, high: float) -> Text:
@@ -80,16 +112,7 @@ def status_view(status: Status, events: Sequence[StoredEvent] = ()) -> Group:
         f"{status.trials} trials, {status.duplicates} duplicates, "
         f"{status.corrections} corrections, {status.rejected} rejected"
     )
-    table = Table(title=title, title_justify="left")
-    table.add_column("rank", justify="right", no_wrap=True)
-    table.add_column("group", justify="right", no_wrap=True)
-    table.add_column("model", overflow="fold", min_width=8)
-    table.add_column("mu", justify="right", no_wrap=True)
-    table.add_column("sigma", justify="right", no_wrap=True)
-    table.add_column("interval", no_wrap=True)
-    table.add_column("", no_wrap=True, min_width=_BAR_WIDTH)
-    table.add_column("trials", justify="right", no_wrap=True)
-    table.add_column("needs", justify="right", no_wrap=True)
+    table = _leaderboard(title, "needs")
     low = min((row.lo for row in status.models), default=0.0)
     high = max((row.hi for row in status.models), default=1.0)
     for row in status.models:
@@ -98,17 +121,7 @@ def status_view(status: Status, events: Sequence[StoredEvent] = ()) -> Group:
             needs = (
                 "yes" if row.predicted_trials is None else f"~{row.predicted_trials}"
             )
-        table.add_row(
-            str(row.rank),
-            str(row.group),
-            row.model,
-            f"{row.mu:.4f}",
-            f"{row.sigma:.4f}",
-            f"[{row.lo:.4f}, {row.hi:.4f}]",
-            interval_bar(row.lo, row.mu, row.hi, low, high),
-            str(row.trials),
-            needs,
-        )
+        table.add_row(*_cells(row, low, high), needs)
     parts: list[Table | Text] = [table]
     open_pairs = [pair for pair in status.pairs if not pair.resolved]
     if open_pairs:
