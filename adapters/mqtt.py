@@ -29,14 +29,12 @@ from collections.abc import Sequence
 import aiomqtt
 
 from monitor.config import MqttSettings
-from monitor.errors import StoreError
 from monitor.interfaces import IngestSink, Payload
+from monitor.retry import Backoff, ingest_durably
 from monitor.schema import Status
 from monitor.store import StoredEvent
 
 log = logging.getLogger(__name__)
-
-_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 
 
 def trials_topic(settings: MqttSettings) -> str:
@@ -90,7 +88,7 @@ class MqttSource:
         return "mqtt"
 
     async def run(self, sink: IngestSink) -> None:
-        failures = 0
+        backoff = Backoff()
         while True:
             # A new client per connection: messages queued in a dead client
             # carry that connection's packet ids and must not be acked later.
@@ -100,13 +98,10 @@ class MqttSource:
                 async with client:
                     await client.subscribe(trials_topic(self._settings), qos=1)
                     log.info("subscribed to %s", trials_topic(self._settings))
-                    failures = 0
+                    backoff.reset()
                     await self._consume(client, sink)
             except aiomqtt.MqttError as exc:
-                delay = _BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)]
-                failures += 1
-                log.warning("MQTT source: %s; reconnecting in %.1f s", exc, delay)
-                await asyncio.sleep(delay)
+                await backoff.wait("MQTT source", exc)
 
     async def _consume(self, client: aiomqtt.Client, sink: IngestSink) -> None:
         messages = client.messages
@@ -132,17 +127,8 @@ class MqttSource:
             )
             for message in batch
         ]
-        failures = 0
-        while True:
-            try:
-                await sink.ingest_payloads(payloads)
-                return
-            except StoreError as exc:
-                # Not committed, so not acknowledged: retry the same batch.
-                delay = _BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)]
-                failures += 1
-                log.warning("store unavailable (%s); retrying in %.1f s", exc, delay)
-                await asyncio.sleep(delay)
+        # Not committed, so not acknowledged: offer the same batch until it is.
+        await ingest_durably(sink, payloads)
 
 
 class MqttPublisher:
@@ -167,19 +153,16 @@ class MqttPublisher:
         self._wake.set()
 
     async def run(self) -> None:
-        failures = 0
+        backoff = Backoff()
         identifier = f"{self._settings.client_id}-publisher"
         while True:
             client = _client(self._settings, identifier, persistent=False)
             try:
                 async with client:
-                    failures = 0
+                    backoff.reset()
                     await self._send_forever(client)
             except aiomqtt.MqttError as exc:
-                delay = _BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)]
-                failures += 1
-                log.warning("MQTT publisher: %s; reconnecting in %.1f s", exc, delay)
-                await asyncio.sleep(delay)
+                await backoff.wait("MQTT publisher", exc)
 
     async def _send_forever(self, client: aiomqtt.Client) -> None:
         prefix = self._settings.topic_prefix

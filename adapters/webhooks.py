@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import httpx
 
 from monitor.config import ALERT_KINDS, WebhookSettings
+from monitor.retry import Backoff
 from monitor.schema import Status
 from monitor.store import StoredEvent
 
@@ -107,11 +108,11 @@ class WebhookPublisher:
     ) -> None:
         while True:
             target, event = await queue.get()
-            for attempt in range(target.max_attempts):
+            backoff = Backoff(_BACKOFF_S)
+            for _ in range(target.max_attempts):
                 if await self._post(client, target, event):
                     break
-                delay = _BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)]
-                await asyncio.sleep(delay)
+                await asyncio.sleep(backoff.next_delay())
             else:
                 log.error(
                     "gave up on %s alert %s:%d to %s after %d attempts",

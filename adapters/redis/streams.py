@@ -27,12 +27,11 @@ from redis.exceptions import RedisError, ResponseError
 
 from adapters.redis import keys
 from monitor.config import RedisStreamSettings
-from monitor.errors import StoreError
 from monitor.interfaces import IngestSink, Payload
+from monitor.retry import Backoff, ingest_durably
 
 log = logging.getLogger(__name__)
 
-_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 _DEAD_LETTER_MAXLEN = 100_000
 
 Entry = tuple[bytes, dict[bytes, bytes]]
@@ -52,23 +51,18 @@ class RedisStreamSource:
         return "redis-stream"
 
     async def run(self, sink: IngestSink) -> None:
-        failures = 0
+        backoff = Backoff()
         while True:
             client: redis_async.Redis = redis_async.from_url(self._settings.url)
             try:
                 async with client:
-                    failures = 0
+                    backoff.reset()
                     self._streams = []
                     self._last_discovery = -float("inf")
                     while True:
                         await self._step(client, sink)
             except RedisError as exc:
-                delay = _BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)]
-                failures += 1
-                log.warning(
-                    "Redis stream source: %s; reconnecting in %.1f s", exc, delay
-                )
-                await asyncio.sleep(delay)
+                await backoff.wait("Redis stream source", exc)
 
     async def _step(self, client: redis_async.Redis, sink: IngestSink) -> None:
         now = time.monotonic()
@@ -171,16 +165,7 @@ class RedisStreamSource:
             )
             for entry_id, fields in entries
         ]
-        failures = 0
-        while True:
-            try:
-                await sink.ingest_payloads(payloads)
-                break
-            except StoreError as exc:
-                delay = _BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)]
-                failures += 1
-                log.warning("store unavailable (%s); retrying in %.1f s", exc, delay)
-                await asyncio.sleep(delay)
+        await ingest_durably(sink, payloads)
         await client.xack(
             stream, self._settings.group, *[entry_id for entry_id, _ in entries]
         )
