@@ -4,7 +4,10 @@
 is the run id) shaped ``models x questions x trials``; optional arrays
 ``models`` (names) and ``w`` or ``weights`` apply to every run in the file.
 Trial rows are one trial each with ``model``, ``question``, ``trial`` and
-``category`` (or ``correct``), and optionally ``run``.
+``category`` (or ``correct``), and optionally ``run``. A :class:`RowMapping`
+reads other harnesses' rows: it renames columns (a dotted name reaches into
+nested JSON objects), maps outcome values such as ``"C"``/``"I"`` onto
+categories, and can fix the run or model of every row.
 """
 
 from __future__ import annotations
@@ -12,15 +15,18 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from monitor.ingesting import CategoryMap, Item
+from monitor.schema import Rejection
 from monitor.scoring import ResultsMatrix
 
 _NAME_KEYS = ("models",)
 _WEIGHT_KEYS = ("w", "weights")
+_MISSING = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +46,29 @@ class RowError:
 
     line: int
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RowMapping:
+    """How another harness's rows become trials.
+
+    Attributes:
+        columns: Their column name to ours (``run``, ``model``, ``question``,
+            ``trial``, ``category``, ``correct``), e.g. ``{"sample_id":
+            "question", "epoch": "trial", "score": "category"}``. In JSON
+            rows a dotted name such as ``scores.match.value`` reaches into
+            nested objects.
+        values: Maps the outcome's values onto categories, e.g. ``"C"`` to 1
+            and ``"I"`` to 0; a value it does not cover rejects the row.
+        run: The run of every row (default: the ``run`` column, else the
+            file's stem).
+        model: The model of every row (default: the ``model`` column).
+    """
+
+    columns: Mapping[str, str] = field(default_factory=dict)
+    values: CategoryMap | None = None
+    run: str | None = None
+    model: str | None = None
 
 
 def load_results_npz(path: Path) -> list[ResultsMatrix]:
@@ -84,22 +113,21 @@ def load_results_npz(path: Path) -> list[ResultsMatrix]:
 
 
 def read_trial_rows(
-    path: Path, columns: Mapping[str, str] | None = None
+    path: Path, mapping: RowMapping | None = None
 ) -> Iterator[TrialRow | RowError]:
     """Yield each row of a CSV or JSONL file as a trial, or as an error.
 
     Args:
         path: A ``.csv`` file with a header, or JSON lines (an object, or an
             array of objects, per line).
-        columns: Optional renaming from this file's column names to ours,
-            e.g. ``{"sample_id": "question", "epoch": "trial"}``.
+        mapping: How this file's columns and values map to ours.
     """
-    rename = dict(columns or {})
+    mapping = mapping or RowMapping()
     default_run = path.stem
     if path.suffix.lower() == ".csv":
         with path.open(newline="") as handle:
             for line, record in enumerate(csv.DictReader(handle), start=2):
-                yield _row(record, rename, default_run, line)
+                yield _row(record, mapping, default_run, line)
         return
     with path.open() as handle:
         for line, text in enumerate(handle, start=1):
@@ -114,13 +142,41 @@ def read_trial_rows(
                 if not isinstance(record, dict):
                     yield RowError(line, "each row must be a JSON object")
                     continue
-                yield _row(record, rename, default_run, line)
+                yield _row(record, mapping, default_run, line)
+
+
+def read_row_items(path: Path, mapping: RowMapping | None = None) -> Iterator[Item]:
+    """Each row as a trial event, or as a rejection naming the file and line."""
+    for row in read_trial_rows(path, mapping):
+        if isinstance(row, RowError):
+            yield Rejection(
+                reason=row.reason,
+                source=str(path),
+                position=row.line,
+                run=mapping.run if mapping is not None else None,
+            )
+        else:
+            yield {
+                "run": row.run,
+                "model": row.model,
+                "question": row.question,
+                "trial": row.trial,
+                "category": row.category,
+            }
 
 
 def _row(
-    record: Mapping[str, object], rename: dict[str, str], default_run: str, line: int
+    record: Mapping[str, object], mapping: RowMapping, default_run: str, line: int
 ) -> TrialRow | RowError:
-    fields = {rename.get(key, key): value for key, value in record.items()}
+    fields = {key: value for key, value in record.items() if key not in mapping.columns}
+    for theirs, ours in mapping.columns.items():
+        value = _lookup(record, theirs)
+        if value is not _MISSING:
+            fields[ours] = value
+    if mapping.run is not None:
+        fields["run"] = mapping.run
+    if mapping.model is not None:
+        fields["model"] = mapping.model
     missing = [
         name
         for name in ("model", "question", "trial")
@@ -128,7 +184,11 @@ def _row(
     ]
     if missing:
         return RowError(line, f"missing field(s): {', '.join(missing)}")
-    category = _category(fields)
+    category = (
+        _category(fields)
+        if mapping.values is None
+        else _mapped_category(fields, mapping.values)
+    )
     if isinstance(category, str):
         return RowError(line, category)
     return TrialRow(
@@ -138,6 +198,30 @@ def _row(
         trial=str(fields["trial"]),
         category=category,
     )
+
+
+def _lookup(record: Mapping[str, object], name: str) -> object:
+    """A field by name, or by a dotted path through nested objects."""
+    if name in record:
+        return record[name]
+    value: object = record
+    for part in name.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
+
+
+def _mapped_category(fields: Mapping[str, object], values: CategoryMap) -> int | str:
+    """The category the value map gives the row's outcome, or why none."""
+    name = "category" if fields.get("category") not in (None, "") else "correct"
+    if fields.get(name) in (None, ""):
+        return "missing field: category (or correct)"
+    category = values.category(fields[name])
+    if category is None:
+        keys = ", ".join(values.keys)
+        return f"{name} {fields[name]!r} is not in the value map ({keys})"
+    return category
 
 
 def _category(fields: Mapping[str, object]) -> int | str:

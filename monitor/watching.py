@@ -8,29 +8,13 @@ cursor, so a restarted watch resumes after the last committed line.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from monitor.engine import Monitor
+from monitor.ingesting import IngestTotals
 from monitor.interfaces import LineSource
 from monitor.parsing import MAX_PAYLOAD_BYTES, Parsed, parse_payload
 from monitor.schema import Rejection
 from monitor.store import IngestReport
-
-
-@dataclass(slots=True)
-class WatchTotals:
-    """What a watch session read and counted."""
-
-    lines: int = 0
-    accepted: int = 0
-    duplicates: int = 0
-    corrections: int = 0
-    rejected: int = 0
-
-    @property
-    def valid(self) -> int:
-        """Inputs that were valid trials (new, repeated or corrected)."""
-        return self.accepted + self.duplicates + self.corrections
 
 
 def watch(
@@ -38,9 +22,9 @@ def watch(
     source: LineSource,
     on_report: Callable[[IngestReport], None] = lambda report: None,
     max_line_bytes: int = MAX_PAYLOAD_BYTES,
-) -> WatchTotals:
+) -> IngestTotals:
     """Ingest every batch the source yields until it ends or is stopped."""
-    totals = WatchTotals()
+    totals = IngestTotals()
     for lines, cursor in source.batches():
         parsed: list[Parsed] = []
         positions: list[int | None] = []
@@ -67,10 +51,6 @@ def watch(
             positions=positions,
             cursor=None if cursor is None else (source.name, cursor),
         )
-        totals.lines += len(lines)
-        totals.accepted += report.accepted
-        totals.duplicates += report.duplicates
-        totals.corrections += report.corrections
-        totals.rejected += len(report.rejected)
+        totals.add(report, len(lines))
         on_report(report)
     return totals
