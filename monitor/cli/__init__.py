@@ -1,0 +1,45 @@
+"""The ``scorio-monitor`` command line: the composition root.
+
+This is the one part of ``monitor`` allowed to import ``adapters``: it
+parses arguments, builds the adapters a command needs and hands them to the
+engine. Each module adds its commands to the parser. Exit status: 0 on
+success, 1 when nothing valid was read, 2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from monitor.cli import files, live, serving, simulating
+from monitor.errors import MonitorError
+
+__all__ = ["build_parser", "main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script."""
+    parser = build_parser()
+    arguments = parser.parse_args(argv)
+    try:
+        code: int = arguments.handler(arguments)
+    except (ValueError, MonitorError) as exc:
+        print(f"scorio-monitor: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`); that is not an error of ours.
+        sys.stderr.close()
+        return 0
+    return code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="scorio-monitor",
+        description="Streaming Bayes@N evaluation monitor with adaptive stopping.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    for module in (live, files, serving, simulating):
+        module.add_commands(commands)
+    return parser

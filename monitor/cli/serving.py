@@ -1,0 +1,116 @@
+"""``serve``: the asyncio service with the sources, store and outputs of a config."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+
+import uvicorn
+
+from adapters.mqtt import MqttPublisher, MqttSource
+from adapters.prometheus import metrics_renderer
+from adapters.redis import RedisStore, RedisStreamSource
+from adapters.webhooks import Target, WebhookPublisher
+from monitor.cli.common import Subparsers
+from monitor.config import (
+    ServiceConfig,
+    StoreSettings,
+    load_service_config,
+)
+from monitor.engine import Monitor
+from monitor.http import create_app
+from monitor.interfaces import Publisher, Store, TrialSource
+from monitor.service import Service
+from monitor.sqlite_store import SqliteStore
+from monitor.store import MemoryStore
+
+
+def add_commands(commands: Subparsers) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="run the service: sources, shared state, status and metrics",
+        description=(
+            "Run the asyncio service from a TOML config: the embedded SQLite "
+            "store by default, or Redis shared by several workers; trials over "
+            "HTTP, MQTT or Redis Streams; status over HTTP and MQTT; Prometheus "
+            "metrics at /metrics. Every config key may come from the environment "
+            "as SCORIO_MONITOR_<SECTION>_<KEY> (for secrets)."
+        ),
+    )
+    serve.add_argument("--config", type=Path, help="service config TOML (optional)")
+    serve.set_defaults(handler=run_serve)
+
+
+def run_serve(arguments: argparse.Namespace) -> int:
+    config = load_service_config(arguments.config, os.environ)
+    logging.basicConfig(
+        level=os.environ.get("SCORIO_MONITOR_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    asyncio.run(_serve(config))
+    return 0
+
+
+async def _serve(config: ServiceConfig) -> None:
+    monitor = Monitor(_store(config.store))
+    for run in config.runs:
+        monitor.configure(run)
+    sources: list[TrialSource] = []
+    publishers: list[Publisher] = []
+    if config.mqtt is not None:
+        sources.append(MqttSource(config.mqtt))
+        publishers.append(MqttPublisher(config.mqtt))
+    if config.redis_stream is not None:
+        sources.append(RedisStreamSource(config.redis_stream))
+    publishers.append(
+        WebhookPublisher(
+            [Target.from_settings(settings) for settings in config.webhooks],
+            lambda run: monitor.config(run).webhooks if run in monitor.runs else (),
+        )
+    )
+    service = Service(
+        monitor,
+        sources,
+        publishers,
+        status_interval_s=config.status_interval_s,
+        look_interval_s=config.look_interval_s,
+    )
+    async with service:
+        app = create_app(
+            service, config.http, metrics_renderer(lambda: service.snapshot)
+        )
+        server = uvicorn.Server(
+            uvicorn.Config(
+                app, host=config.http.host, port=config.http.port, log_level="warning"
+            )
+        )
+
+        def stop(signum: int, frame: FrameType | None) -> None:
+            server.should_exit = True
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        print(
+            f"scorio-monitor: serving http://{config.http.listen} "
+            f"(store {config.store.kind}"
+            + (f", mqtt {config.mqtt.host}:{config.mqtt.port}" if config.mqtt else "")
+            + (", redis streams" if config.redis_stream else "")
+            + ")",
+            file=sys.stderr,
+            flush=True,
+        )
+        await server.serve()
+
+
+def _store(settings: StoreSettings) -> Store:
+    if settings.kind == "memory":
+        return MemoryStore()
+    if settings.kind == "redis":
+        return RedisStore(settings.url, settings.prefix)
+    return SqliteStore(settings.path, synchronous=settings.synchronous)
