@@ -30,7 +30,9 @@ METRIC_NAMES = (
     "scorio_model_upper",
     "scorio_model_trials",
     "scorio_pair_z",
+    "scorio_pair_unresolvable",
     "scorio_run_stable",
+    "scorio_run_budget_exhausted",
     "scorio_trials_ingested_total",
     "scorio_trials_duplicate_total",
     "scorio_trials_rejected_total",
@@ -77,8 +79,18 @@ class SnapshotCollector(Collector):
             "Separation z of two models adjacent in the current order",
             labels=["run", "a", "b"],
         )
+        unresolvable = GaugeMetricFamily(
+            "scorio_pair_unresolvable",
+            "1 when an adjacent pair is a statistical tie at the run's budget",
+            labels=["run", "a", "b"],
+        )
         stable = GaugeMetricFamily(
             "scorio_run_stable", "1 once the run's ranking is settled", labels=["run"]
+        )
+        exhausted = GaugeMetricFamily(
+            "scorio_run_budget_exhausted",
+            "1 when a model on an unsettled boundary has used its whole budget",
+            labels=["run"],
         )
         for run, status in sorted(snapshot.statuses.items()):
             for row in status.models:
@@ -90,8 +102,13 @@ class SnapshotCollector(Collector):
                 trials.add_metric(labels, row.trials)
             for pair in status.pairs:
                 pair_z.add_metric([run, pair.a, pair.b], pair.z)
+                unresolvable.add_metric(
+                    [run, pair.a, pair.b], 1.0 if pair.unresolvable else 0.0
+                )
             stable.add_metric([run], 1.0 if status.stable else 0.0)
-        yield from (score, sigma, lower, upper, trials, pair_z, stable)
+            exhausted.add_metric([run], 1.0 if status.budget_exhausted else 0.0)
+        yield from (score, sigma, lower, upper, trials, pair_z, unresolvable)
+        yield from (stable, exhausted)
         yield CounterMetricFamily(
             "scorio_trials_ingested",
             "New trials counted by this process",

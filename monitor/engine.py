@@ -421,6 +421,7 @@ class Monitor:
                     adjacent_group=decision.adjacent_groups[name],
                     needs_trials=name in decision.needs_trials,
                     predicted_trials=decision.predicted_trials.get(name),
+                    budget_exhausted=name in decision.exhausted,
                 )
             )
         pairs = [
@@ -446,6 +447,7 @@ class Monitor:
             rejected=totals.rejected,
             question_count=state.question_count,
             open=state.is_open,
+            budget_exhausted=bool(decision.exhausted),
             models=models,
             pairs=pairs,
         )

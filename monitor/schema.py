@@ -217,6 +217,8 @@ class ModelStatus(BaseModel):
     paper's Table 1 grouping (neighbours with ``z < Phi^-1(confidence)``
     share a group), for display. ``predicted_trials`` is the forecast of
     trials this model still needs (0: none; null: no forecast possible).
+    ``budget_exhausted``: the model is on an unsettled boundary but has used
+    its ``max_trials_per_question`` everywhere.
     """
 
     model: str
@@ -230,6 +232,7 @@ class ModelStatus(BaseModel):
     adjacent_group: int
     needs_trials: bool
     predicted_trials: int | None
+    budget_exhausted: bool = False
 
 
 class PairStatus(BaseModel):
@@ -261,6 +264,7 @@ class Status(BaseModel):
     rejected: int
     question_count: int
     open: bool
+    budget_exhausted: bool = False
     models: list[ModelStatus]
     pairs: list[PairStatus]
 
