@@ -4,7 +4,9 @@ Run: `.venv/bin/python benchmarks/ingest.py`
 
 - one at a time: `Monitor().ingest(event)` per trial, in memory.
 - batched: `Monitor().ingest(events)` with 10,000 events per call, in memory.
-- durable: the same batches into the SQLite store (WAL, synchronous=FULL:
+- columns: `Monitor().ingest_columns(...)`, the bulk path (results files,
+  npz), 100,000 trials per call, in memory.
+- durable: the dict batches into the SQLite store (WAL, synchronous=FULL:
   each batch is on disk, fsync'd, before the call returns).
 - status refresh: one `status()` after a trial changed, for 50 models x
   1,000 questions (a look over all pairs plus the status document).
@@ -74,6 +76,25 @@ def batched(stream: list[dict[str, object]], state: Path | None, batch: int) -> 
         return rate(len(stream), time.perf_counter() - start)
 
 
+def columns(stream: list[dict[str, object]], batch: int) -> float:
+    """The same trials as columns, ``batch`` per call."""
+    model = [str(event["model"]) for event in stream]
+    question = [str(event["question"]) for event in stream]
+    trial = [str(event["trial"]) for event in stream]
+    category = np.array([int(bool(event["correct"])) for event in stream])
+    monitor = Monitor()
+    monitor.configure(
+        RunConfig(run="bench", question_count=1000, max_trials_per_question=10_000)
+    )
+    start = time.perf_counter()
+    for offset in range(0, len(stream), batch):
+        window = slice(offset, offset + batch)
+        monitor.ingest_columns(
+            "bench", model[window], question[window], trial[window], category[window]
+        )
+    return rate(len(stream), time.perf_counter() - start)
+
+
 def status_refresh(models: int, questions: int) -> float:
     monitor = Monitor()
     monitor.configure(
@@ -122,6 +143,7 @@ def main() -> None:
             "trials": arguments.trials,
             "one_at_a_time_per_s": round(one_at_a_time(stream[:50_000])),
             "batched_memory_per_s": round(batched(stream, None, 10_000)),
+            "columns_memory_per_s": round(columns(stream, 100_000)),
             "durable_sqlite_per_s": round(
                 batched(stream, Path(folder) / "bench.db", 10_000)
             ),
