@@ -1,0 +1,37 @@
+"""Harness integrations: a client for evaluation code, and Inspect AI's hooks.
+
+One package per outside system; here the outside system is the harness, so
+the client (:mod:`adapters.harness.client` over the transports of
+:mod:`adapters.harness.transports`) and the Inspect AI integration
+(:mod:`adapters.harness.inspect_ai`, which uses the client) live together.
+The Inspect AI module is not imported here: inspect-ai is an optional
+dependency, so import ``adapters.harness.inspect_ai`` explicitly.
+"""
+
+from adapters.harness.client import (
+    AsyncMonitorClient,
+    MonitorClient,
+    Retry,
+    transport_for,
+)
+from adapters.harness.transports import (
+    EmbeddedTransport,
+    HttpTransport,
+    MonitorUnavailableError,
+    MqttTransport,
+    RequestRejectedError,
+    Transport,
+)
+
+__all__ = [
+    "AsyncMonitorClient",
+    "EmbeddedTransport",
+    "HttpTransport",
+    "MonitorClient",
+    "MonitorUnavailableError",
+    "MqttTransport",
+    "RequestRejectedError",
+    "Retry",
+    "Transport",
+    "transport_for",
+]

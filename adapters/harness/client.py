@@ -1,0 +1,504 @@
+"""The harness client: report trials in batches, read status, ask what to run next.
+
+:class:`AsyncMonitorClient` works over any transport of
+:mod:`adapters.harness.transports` (HTTP, MQTT, an embedded monitor) and
+adds what harness code needs around it: a buffer of reported trials sent in
+batches (one request or message, a JSON array, per batch of a run), and
+retries with backoff. :class:`MonitorClient` is the same client for
+synchronous code; :func:`transport_for` picks a transport from a URL.
+
+Retrying is safe because ingestion is idempotent: the monitor counts a trial
+once per ``(run, model, question, trial)`` however often it arrives, so a
+batch whose answer was lost is simply sent again. Only transient failures
+are retried (no connection, a timeout, HTTP 408, 429 or 5xx); a refusal
+raises at once (see the error tree in :mod:`adapters.harness.transports`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import enum
+import functools
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from adapters.harness.transports import (
+    HttpTransport,
+    MonitorUnavailableError,
+    MqttTransport,
+    RequestRejectedError,
+    Transport,
+    check_run,
+)
+from monitor.errors import MonitorError
+from monitor.schema import NextItem, RunConfig, Status, TrialEvent
+
+log = logging.getLogger(__name__)
+Result = TypeVar("Result")
+
+
+class Lifecycle(enum.Enum):
+    CREATED = "created"
+    RUNNING = "running"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """Exponential backoff: ``attempts`` in all, the wait doubling each time.
+
+    The default tries 8 times over about 11 s.
+    """
+
+    attempts: int = 8
+    first_delay_s: float = 0.1
+    max_delay_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError(f"attempts must be >= 1; got {self.attempts}")
+        if not 0.0 < self.first_delay_s <= self.max_delay_s:
+            raise ValueError(
+                "delays must satisfy 0 < first_delay_s <= max_delay_s; got "
+                f"{self.first_delay_s} and {self.max_delay_s}"
+            )
+
+    def delays(self) -> Iterator[float]:
+        """The waits between attempts (one fewer than the attempts)."""
+        delay = self.first_delay_s
+        for _ in range(self.attempts - 1):
+            yield delay
+            delay = min(2.0 * delay, self.max_delay_s)
+
+
+def transport_for(
+    url: str, *, token: str | None = None, topic_prefix: str = "scorio"
+) -> Transport:
+    """An HTTP transport for ``http(s)://``, an MQTT one for ``mqtt(s)://``.
+
+    Raises:
+        ValueError: for any other URL.
+    """
+    scheme = urlsplit(url).scheme
+    if scheme in ("http", "https"):
+        return HttpTransport(url, token=token)
+    if scheme in ("mqtt", "mqtts"):
+        return MqttTransport(url, topic_prefix=topic_prefix)
+    raise ValueError(f"monitor url must be http(s):// or mqtt(s)://; got {url!r}")
+
+
+class AsyncMonitorClient:
+    """Reports trials in batches and asks the monitor about runs.
+
+    Reported trials wait in a buffer; a run's trials are sent once it holds
+    ``batch_size`` of them, on :meth:`flush`, on close and, with
+    ``flush_interval_s``, from a background task that sends whatever waits.
+    Every operation retries transient failures (see :class:`Retry`).
+
+    Args:
+        transport: How to reach the monitor; the client enters and exits it.
+        batch_size: Trials per request or message.
+        flush_interval_s: If set, a background task sends buffered trials
+            this often and as soon as a batch is full, so :meth:`report`
+            never waits for the network (for callbacks that must return
+            quickly). If ``None``, a full batch is sent by the ``report``
+            call that filled it.
+        max_buffered: The most unsent trials kept (see :attr:`is_full`).
+        retry: Backoff for transient failures (default :class:`Retry`).
+
+    Examples:
+        >>> from monitor import Monitor
+        >>> from adapters.harness.transports import EmbeddedTransport
+        >>> async def demo(monitor: Monitor) -> int:
+        ...     async with AsyncMonitorClient(EmbeddedTransport(monitor)) as client:
+        ...         event = TrialEvent(run="r", model="a", question=1, trial=0,
+        ...                            category=1)
+        ...         await client.report(event)
+        ...         await client.flush()
+        ...         return (await client.status("r")).trials
+        >>> asyncio.run(demo(Monitor()))
+        1
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        batch_size: int = 100,
+        flush_interval_s: float | None = None,
+        max_buffered: int = 100_000,
+        retry: Retry | None = None,
+    ) -> None:
+        if batch_size < 1 or max_buffered < batch_size:
+            raise ValueError(
+                "need 1 <= batch_size <= max_buffered; got "
+                f"{batch_size} and {max_buffered}"
+            )
+        if flush_interval_s is not None and flush_interval_s <= 0:
+            raise ValueError(f"flush_interval_s must be > 0; got {flush_interval_s}")
+        self._transport = transport
+        self._batch_size = batch_size
+        self._flush_interval_s = flush_interval_s
+        self._max_buffered = max_buffered
+        self._retry = retry if retry is not None else Retry()
+        self._buffer: dict[str, list[TrialEvent]] = {}
+        self._pending = 0
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._group: asyncio.TaskGroup | None = None
+        self._flusher: asyncio.Task[None] | None = None
+        self._state = Lifecycle.CREATED
+
+    # -- lifecycle ---------------------------------------------------------
+
+    async def __aenter__(self) -> AsyncMonitorClient:
+        if self._state is not Lifecycle.CREATED:
+            raise RuntimeError(f"client is {self._state.value}; make a new one")
+        await self._transport.__aenter__()
+        self._state = Lifecycle.RUNNING
+        if self._flush_interval_s is not None:
+            self._group = asyncio.TaskGroup()
+            await self._group.__aenter__()
+            self._flusher = self._group.create_task(
+                self._flush_periodically(self._flush_interval_s),
+                name="monitor-client-flush",
+            )
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Stop the background task, send what is buffered, close the transport.
+
+        Raises:
+            MonitorError: when the last flush failed (unless the block
+                already raised; then the failure is logged).
+        """
+        if self._state is not Lifecycle.RUNNING:
+            return
+        try:
+            if self._flusher is not None and self._group is not None:
+                self._flusher.cancel()
+                await self._group.__aexit__(None, None, None)
+            if kind is None:
+                await self.flush()
+            else:
+                try:
+                    await self.flush()
+                except MonitorError as exc:
+                    log.error("%d trials were not delivered: %s", self._pending, exc)
+        finally:
+            self._state = Lifecycle.CLOSED
+            await self._transport.__aexit__(kind, error, traceback)
+
+    # -- trials ------------------------------------------------------------
+
+    @property
+    def pending(self) -> int:
+        """Trials reported but not sent yet."""
+        return self._pending
+
+    @property
+    def is_full(self) -> bool:
+        """Whether the buffer holds ``max_buffered`` trials.
+
+        A caller that must not wait can check this and drop a trial instead
+        of reporting it (:meth:`report` would first try to flush).
+        """
+        return self._pending >= self._max_buffered
+
+    async def report(self, events: TrialEvent | Iterable[TrialEvent]) -> None:
+        """Buffer trials; send full batches (see the class docstring).
+
+        Raises:
+            ValueError: for a run id with ``/``, ``+`` or ``#`` in it.
+            MonitorError: when the buffer was full and could not be sent
+                (these trials are then not buffered), or, without a
+                background task, when sending a full batch failed (they
+                stay buffered).
+        """
+        self._require_running()
+        batch = [events] if isinstance(events, TrialEvent) else list(events)
+        for event in batch:
+            check_run(event.run)
+        if self._pending + len(batch) > self._max_buffered:
+            await self.flush()
+        for event in batch:
+            self._buffer.setdefault(event.run, []).append(event)
+        self._pending += len(batch)
+        if any(len(queue) >= self._batch_size for queue in self._buffer.values()):
+            if self._flusher is not None:
+                self._wake.set()
+            else:
+                await self._send(complete_only=True)
+
+    async def flush(self) -> int:
+        """Send every buffered trial now; the number sent.
+
+        A batch the monitor refuses is dropped (sending it again would be
+        refused again) and its error raised; a batch that could not be
+        delivered stays buffered for the next flush.
+
+        Raises:
+            MonitorUnavailableError: when the retries ran out.
+            RequestRejectedError: when the monitor refused a batch.
+        """
+        self._require_running()
+        return await self._send(complete_only=False)
+
+    async def _send(self, complete_only: bool) -> int:
+        sent = 0
+        async with self._lock:
+            for run in list(self._buffer):
+                queue = self._buffer[run]
+                while queue and (not complete_only or len(queue) >= self._batch_size):
+                    chunk = queue[: self._batch_size]
+                    try:
+                        await self._retrying(
+                            f"sending {len(chunk)} trials of run {run!r}",
+                            functools.partial(self._transport.send, run, chunk),
+                        )
+                    except RequestRejectedError as exc:
+                        log.error("dropped %d refused trials: %s", len(chunk), exc)
+                        self._forget(run, len(chunk))
+                        raise
+                    self._forget(run, len(chunk))
+                    sent += len(chunk)
+        return sent
+
+    def _forget(self, run: str, count: int) -> None:
+        queue = self._buffer[run]
+        del queue[:count]
+        self._pending -= count
+        if not queue:
+            del self._buffer[run]
+
+    async def _flush_periodically(self, interval_s: float) -> None:
+        """Supervise background flushes: log failures, never give up."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval_s):
+                    await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self._send(complete_only=False)
+            except MonitorError as exc:
+                log.warning("background flush failed (%s); will try again", exc)
+            except Exception:
+                log.exception("background flush failed; will try again")
+
+    # -- questions ---------------------------------------------------------
+
+    async def status(self, run: str) -> Status:
+        """The run's status (what ``GET /runs/{run}/status`` answers).
+
+        Raises:
+            UnknownRunError: when the monitor does not know the run.
+        """
+        self._require_running()
+        return await self._retrying(
+            f"reading the status of run {run!r}",
+            functools.partial(self._transport.status, run),
+        )
+
+    async def next(self, run: str, budget: int) -> list[NextItem]:
+        """Which (model, question, trials) to run next with ``budget`` trials.
+
+        Raises:
+            ValueError: for a negative budget.
+            NotImplementedError: over MQTT.
+            UnknownRunError: when the monitor does not know the run.
+        """
+        self._require_running()
+        if budget < 0:
+            raise ValueError(f"budget must be >= 0; got {budget}")
+        return await self._retrying(
+            f"planning run {run!r}",
+            functools.partial(self._transport.next, run, budget),
+        )
+
+    async def declare(self, config: RunConfig) -> RunConfig:
+        """Declare a run, or update it (as ``POST /runs``).
+
+        Raises:
+            ConfigError: when the monitor refuses the config.
+            NotImplementedError: over MQTT.
+        """
+        self._require_running()
+        return await self._retrying(
+            f"declaring run {config.run!r}",
+            functools.partial(self._transport.declare, config),
+        )
+
+    # -- internals ---------------------------------------------------------
+
+    def _require_running(self) -> None:
+        if self._state is not Lifecycle.RUNNING:
+            raise RuntimeError(
+                f"client is {self._state.value}; use it inside `async with`"
+            )
+
+    async def _retrying(
+        self, action: str, operation: Callable[[], Awaitable[Result]]
+    ) -> Result:
+        delays = self._retry.delays()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await operation()
+            except MonitorUnavailableError as exc:
+                delay = next(delays, None)
+                if delay is None:
+                    raise MonitorUnavailableError(
+                        f"{action}: gave up after {attempt} attempts: {exc}",
+                        attempts=attempt,
+                    ) from exc
+                log.warning("%s failed (%s); retrying in %.2f s", action, exc, delay)
+                await asyncio.sleep(delay)
+
+
+class MonitorClient:
+    """The client for synchronous code (a plain script); a context manager.
+
+    It runs an :class:`AsyncMonitorClient` on a private event-loop thread
+    (so MQTT keep-alives and the background flush go on between calls);
+    every method blocks until its operation is done and raises what the
+    async method raises. Arguments are those of :class:`AsyncMonitorClient`.
+    Do not use it from inside a running event loop's thread.
+
+    Examples:
+        >>> from monitor import Monitor
+        >>> from adapters.harness.transports import EmbeddedTransport
+        >>> with MonitorClient(EmbeddedTransport(Monitor())) as client:
+        ...     for trial in range(3):
+        ...         client.report(TrialEvent(run="r", model="a", question=1,
+        ...                                  trial=trial, correct=True))
+        ...     client.flush()
+        ...     client.status("r").trials
+        3
+        3
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        batch_size: int = 100,
+        flush_interval_s: float | None = None,
+        max_buffered: int = 100_000,
+        retry: Retry | None = None,
+    ) -> None:
+        self._client = AsyncMonitorClient(
+            transport,
+            batch_size=batch_size,
+            flush_interval_s=flush_interval_s,
+            max_buffered=max_buffered,
+            retry=retry,
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._closed: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._state = Lifecycle.CREATED
+
+    def __enter__(self) -> MonitorClient:
+        if self._state is not Lifecycle.CREATED:
+            raise RuntimeError(f"client is {self._state.value}; make a new one")
+        opened: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._thread = threading.Thread(
+            target=self._serve, args=(opened,), name="scorio-monitor-client"
+        )
+        self._thread.start()
+        try:
+            opened.result()
+        except BaseException:
+            self._thread.join()
+            self._state = Lifecycle.CLOSED
+            raise
+        self._state = Lifecycle.RUNNING
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Send what is buffered and stop the thread.
+
+        Raises:
+            MonitorError: when the last flush failed.
+        """
+        if self._state is not Lifecycle.RUNNING:
+            return
+        self._state = Lifecycle.CLOSED
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join()
+        self._closed.result()
+
+    def _serve(self, opened: concurrent.futures.Future[None]) -> None:
+        # A Runner rather than asyncio.run, which a process may have patched
+        # (nest_asyncio, as Inspect AI does) into never closing its loop.
+        with asyncio.Runner() as runner:
+            runner.run(self._hold(opened))
+
+    async def _hold(self, opened: concurrent.futures.Future[None]) -> None:
+        """Keep the async client open, on the thread's loop, until closed."""
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        try:
+            async with self._client:
+                opened.set_result(None)
+                await self._stop.wait()
+        except Exception as exc:
+            # Hand the failure to the thread that waits for it.
+            (self._closed if opened.done() else opened).set_exception(exc)
+            return
+        self._closed.set_result(None)
+
+    def _run(self, coroutine: Coroutine[Any, Any, Result]) -> Result:
+        if self._state is not Lifecycle.RUNNING or self._loop is None:
+            coroutine.close()
+            raise RuntimeError(f"client is {self._state.value}; use it inside `with`")
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    @property
+    def pending(self) -> int:
+        """Trials reported but not sent yet."""
+        return self._client.pending
+
+    def report(self, events: TrialEvent | Iterable[TrialEvent]) -> None:
+        """Buffer trials; send full batches (see :meth:`AsyncMonitorClient.report`)."""
+        self._run(self._client.report(events))
+
+    def flush(self) -> int:
+        """Send every buffered trial now; the number sent."""
+        return self._run(self._client.flush())
+
+    def status(self, run: str) -> Status:
+        """The run's status."""
+        return self._run(self._client.status(run))
+
+    def next(self, run: str, budget: int) -> list[NextItem]:
+        """Which (model, question, trials) to run next with ``budget`` trials."""
+        return self._run(self._client.next(run, budget))
+
+    def declare(self, config: RunConfig) -> RunConfig:
+        """Declare a run, or update it."""
+        return self._run(self._client.declare(config))
