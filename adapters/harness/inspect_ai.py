@@ -1,0 +1,390 @@
+"""Inspect AI: stream finished sample-epochs to the monitor; skip unneeded ones.
+
+**Reporting.** :class:`MonitorHook` is an Inspect hook (registered with
+``@hooks`` when this module is imported; Inspect imports it through the
+``inspect_ai`` entry point of the scorio-monitor package). One environment
+variable enables it: ``SCORIO_MONITOR_URL`` (``http(s)://`` for the
+service's HTTP API, ``mqtt(s)://`` for its MQTT topics) or
+``SCORIO_MONITOR_STATE`` (a state file: the embedded monitor, one machine).
+Every finished sample-epoch becomes one trial:
+
+=========  ==========================================================
+run        the task name (``SCORIO_MONITOR_RUN`` to choose another);
+           ``/``, ``+`` and ``#`` become ``.``
+model      the evaluated model, e.g. ``openai/gpt-4o``
+question   the dataset sample id
+trial      the epoch minus one
+category   the score, mapped as below
+cost       the model's output tokens; working time (else total time)
+=========  ==========================================================
+
+Scores become categories: a string through ``SCORIO_MONITOR_CATEGORIES`` (a
+JSON object), by default ``C`` → 1, ``I`` → 0, ``P`` → 0, ``N`` → 0 (a
+binary run: partial credit is not a success, no answer is a wrong answer;
+for partial credit declare ``weights = [0, 0.5, 1]`` and map
+``{"C": 2, "P": 1, "I": 0, "N": 0}``); true and false → 1 and 0; a whole
+number → itself. NaN (``Score.unscored``), other numbers, lists, dicts,
+unmapped strings and errored samples are not outcomes: they are logged and
+not sent. With several scorers, ``SCORIO_MONITOR_SCORER`` names the one to
+use (default: the first). Also read: ``SCORIO_MONITOR_TOKEN`` (bearer
+token), ``SCORIO_MONITOR_TOPIC_PREFIX`` (MQTT, default ``scorio``),
+``SCORIO_MONITOR_BATCH_SIZE`` (50) and ``SCORIO_MONITOR_FLUSH_INTERVAL_S``
+(0.5). Callbacks only buffer; a background task sends the batches, the end
+of each task flushes, and the end of the run flushes and closes.
+
+**Early stopping** lives in :mod:`adapters.harness.early_stopping`; it reads
+the monitor this hook feeds.
+
+Both need the asyncio backend (Inspect's default).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import re
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+from typing import Final
+
+from inspect_ai.hooks import (
+    Hooks,
+    RunEnd,
+    RunStart,
+    SampleEnd,
+    TaskEnd,
+    TaskStart,
+    hooks,
+)
+from inspect_ai.log import EvalSample
+from inspect_ai.scorer import Score
+
+from adapters.harness.client import AsyncMonitorClient, Retry, transport_for
+from adapters.harness.transports import EmbeddedTransport, check_run
+from monitor.engine import Monitor
+from monitor.errors import ConfigError, MonitorError
+from monitor.schema import Cost, TrialEvent
+from monitor.sqlite_store import SqliteStore
+
+log = logging.getLogger(__name__)
+
+URL: Final = "SCORIO_MONITOR_URL"
+STATE: Final = "SCORIO_MONITOR_STATE"
+DEFAULT_CATEGORIES: Final[Mapping[str, int]] = MappingProxyType(
+    {"C": 1, "I": 0, "P": 0, "N": 0}
+)
+
+
+def is_enabled(environ: Mapping[str, str]) -> bool:
+    """Whether the environment names a monitor (a URL or a state file)."""
+    return bool(environ.get(URL) or environ.get(STATE))
+
+
+@dataclass(frozen=True, slots=True)
+class InspectSettings:
+    """Where the monitor is and how scores become trials (see the module doc)."""
+
+    url: str | None = None
+    state: str | None = None
+    token: str | None = None
+    topic_prefix: str = "scorio"
+    run: str | None = None
+    scorer: str | None = None
+    categories: Mapping[str, int] = field(default_factory=lambda: DEFAULT_CATEGORIES)
+    batch_size: int = 50
+    flush_interval_s: float = 0.5
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str]) -> InspectSettings:
+        """Settings from ``SCORIO_MONITOR_*`` variables.
+
+        Raises:
+            ConfigError: for neither or both of the URL and the state file,
+                or a value that does not parse.
+        """
+        url, state = environ.get(URL) or None, environ.get(STATE) or None
+        if (url is None) == (state is None):
+            raise ConfigError(f"set exactly one of {URL} and {STATE}")
+        try:
+            if url is not None:
+                transport_for(url)  # checks the URL
+            if environ.get("SCORIO_MONITOR_RUN"):
+                check_run(environ["SCORIO_MONITOR_RUN"])
+            settings = cls(
+                url=url,
+                state=state,
+                token=environ.get("SCORIO_MONITOR_TOKEN") or None,
+                topic_prefix=environ.get("SCORIO_MONITOR_TOPIC_PREFIX", "scorio"),
+                run=environ.get("SCORIO_MONITOR_RUN") or None,
+                scorer=environ.get("SCORIO_MONITOR_SCORER") or None,
+                categories=_categories(environ.get("SCORIO_MONITOR_CATEGORIES")),
+                batch_size=int(environ.get("SCORIO_MONITOR_BATCH_SIZE", "50")),
+                flush_interval_s=float(
+                    environ.get("SCORIO_MONITOR_FLUSH_INTERVAL_S", "0.5")
+                ),
+            )
+        except ValueError as exc:
+            raise ConfigError(f"scorio-monitor settings: {exc}") from exc
+        if settings.batch_size < 1 or not settings.flush_interval_s > 0:
+            raise ConfigError(
+                "SCORIO_MONITOR_BATCH_SIZE must be >= 1 and "
+                "SCORIO_MONITOR_FLUSH_INTERVAL_S > 0"
+            )
+        return settings
+
+
+def _categories(text: str | None) -> Mapping[str, int]:
+    if not text:
+        return DEFAULT_CATEGORIES
+    mapping = json.loads(text)
+    if not isinstance(mapping, dict) or not all(
+        isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        for value in mapping.values()
+    ):
+        raise ValueError(
+            "SCORIO_MONITOR_CATEGORIES must be a JSON object of score -> "
+            f"category (an integer >= 0); got {text!r}"
+        )
+    return MappingProxyType({str(key): value for key, value in mapping.items()})
+
+
+@contextlib.asynccontextmanager
+async def connect(
+    settings: InspectSettings,
+    *,
+    flush_interval_s: float | None = None,
+    read_only: bool = False,
+    retry: Retry | None = None,
+) -> AsyncIterator[AsyncMonitorClient]:
+    """A client for the settings' monitor; an embedded one opens the state file.
+
+    ``read_only`` opens the state file for reading while another process
+    (or the hook) writes it: the client sees the state as it was opened.
+
+    Raises:
+        StoreError: when the state file cannot be opened.
+    """
+    if settings.url is not None:
+        transport = transport_for(
+            settings.url, token=settings.token, topic_prefix=settings.topic_prefix
+        )
+        async with AsyncMonitorClient(
+            transport,
+            batch_size=settings.batch_size,
+            flush_interval_s=flush_interval_s,
+            retry=retry,
+        ) as client:
+            yield client
+        return
+    path = settings.state or "scorio-monitor.db"
+    monitor = await asyncio.to_thread(
+        lambda: Monitor(SqliteStore(path, read_only=read_only))
+    )
+    try:
+        async with AsyncMonitorClient(
+            EmbeddedTransport(monitor),
+            batch_size=settings.batch_size,
+            flush_interval_s=flush_interval_s,
+            retry=retry,
+        ) as client:
+            yield client
+    finally:
+        await asyncio.to_thread(monitor.close)
+
+
+def run_name(task: str) -> str:
+    """A task name as a run id: ``inspect_evals/gsm8k`` -> ``inspect_evals.gsm8k``."""
+    return re.sub(r"[/+#]", ".", task)
+
+
+def category_of(value: object, categories: Mapping[str, int]) -> int | None:
+    """The outcome category of a score value, or ``None`` if it is not one."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, str):
+        return categories.get(value)
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return int(value)
+    return None
+
+
+def trial_event(
+    sample: EvalSample, *, run: str, model: str, settings: InspectSettings
+) -> TrialEvent | None:
+    """The trial a finished sample-epoch stands for; ``None`` (logged) if none."""
+    where = f"{model} on sample {sample.id!r}, epoch {sample.epoch}"
+    if sample.error is not None:
+        log.info("not counted: %s failed: %s", where, sample.error.message)
+        return None
+    score = _chosen_score(sample.scores, settings.scorer)
+    if score is None:
+        log.info("not counted: %s has no score", where)
+        return None
+    category = category_of(score.value, settings.categories)
+    if category is None:
+        if isinstance(score.value, float) and score.value != score.value:
+            log.info("not counted: %s is unscored (%s)", where, score.reason)
+        else:
+            log.warning(
+                "not counted: %s scored %r, which is no category (map it with "
+                "SCORIO_MONITOR_CATEGORIES)",
+                where,
+                score.value,
+            )
+        return None
+    return TrialEvent(
+        run=run,
+        model=model,
+        question=str(sample.id),
+        trial=str(sample.epoch - 1),
+        category=category,
+        cost=_cost(sample, model),
+        ts=_timestamp(sample.completed_at),
+    )
+
+
+def _chosen_score(
+    scores: Mapping[str, Score] | None, scorer: str | None
+) -> Score | None:
+    if not scores:
+        return None
+    if scorer is not None:
+        return scores.get(scorer)
+    return next(iter(scores.values()))
+
+
+def _cost(sample: EvalSample, model: str) -> Cost | None:
+    usage = sample.model_usage.get(model)
+    tokens = usage.output_tokens if usage is not None else None
+    seconds = sample.working_time
+    if seconds is None:
+        seconds = sample.total_time
+    if tokens is None and seconds is None:
+        return None
+    return Cost(tokens=tokens, seconds=None if seconds is None else max(seconds, 0.0))
+
+
+def _timestamp(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+# -- the hook --------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Reporter:
+    settings: InspectSettings
+    client: AsyncMonitorClient
+    stack: contextlib.AsyncExitStack
+
+
+@dataclass(frozen=True, slots=True)
+class _TaskReport:
+    run_id: str
+    run: str
+    model: str
+
+
+@hooks(
+    name="scorio_monitor",
+    description="Streams finished sample-epochs to scorio-monitor",
+)
+class MonitorHook(Hooks):
+    """Reports every finished sample-epoch to the monitor (see the module doc).
+
+    Inspect makes one instance per process and shares it between runs,
+    tasks and samples, so its state is keyed: a client per Inspect run,
+    the run id and model per task (``SampleEnd`` names neither). A failure
+    to reach the monitor is logged; it never stops the eval.
+    """
+
+    def __init__(self) -> None:
+        self._reporters: dict[str, _Reporter] = {}
+        self._tasks: dict[str, _TaskReport] = {}
+
+    def enabled(self) -> bool:
+        """Whether ``SCORIO_MONITOR_URL`` or ``SCORIO_MONITOR_STATE`` is set."""
+        return is_enabled(os.environ)
+
+    async def on_run_start(self, data: RunStart) -> None:
+        """Read the settings and open a client for this Inspect run."""
+        try:
+            settings = InspectSettings.from_environment(os.environ)
+        except ConfigError as exc:
+            log.error("not reporting to scorio-monitor: %s", exc)
+            return
+        stack = contextlib.AsyncExitStack()
+        try:
+            client = await stack.enter_async_context(
+                connect(settings, flush_interval_s=settings.flush_interval_s)
+            )
+        except MonitorError as exc:
+            await stack.aclose()
+            log.error("not reporting to scorio-monitor: %s", exc)
+            return
+        self._reporters[data.run_id] = _Reporter(settings, client, stack)
+
+    async def on_task_start(self, data: TaskStart) -> None:
+        """Remember the task's run id and model."""
+        reporter = self._reporters.get(data.run_id)
+        if reporter is not None:
+            self._tasks[data.eval_id] = _TaskReport(
+                run_id=data.run_id,
+                run=reporter.settings.run or run_name(data.spec.task),
+                model=data.spec.model,
+            )
+
+    async def on_sample_end(self, data: SampleEnd) -> None:
+        """Buffer the finished sample-epoch's trial (never waits for the network)."""
+        task = self._tasks.get(data.eval_id)
+        reporter = self._reporters.get(data.run_id)
+        if task is None or reporter is None:
+            return
+        event = trial_event(
+            data.sample, run=task.run, model=task.model, settings=reporter.settings
+        )
+        if event is None:
+            return
+        if reporter.client.is_full:
+            log.warning("monitor unreachable and buffer full; dropped %s", event)
+            return
+        try:
+            await reporter.client.report(event)
+        except MonitorError as exc:
+            log.warning("could not report %s: %s", event, exc)
+
+    async def on_task_end(self, data: TaskEnd) -> None:
+        """Send the buffered trials."""
+        task = self._tasks.pop(data.eval_id, None)
+        reporter = self._reporters.get(data.run_id)
+        if task is None or reporter is None:
+            return
+        try:
+            await reporter.client.flush()
+        except MonitorError as exc:
+            log.warning("could not send the trials of task %s: %s", task.run, exc)
+
+    async def on_run_end(self, data: RunEnd) -> None:
+        """Send what is left and close the client."""
+        reporter = self._reporters.pop(data.run_id, None)
+        for eval_id, task in list(self._tasks.items()):
+            if task.run_id == data.run_id:
+                del self._tasks[eval_id]
+        if reporter is None:
+            return
+        try:
+            await reporter.stack.aclose()
+        except MonitorError as exc:
+            log.error("trials of this run were not all delivered: %s", exc)
