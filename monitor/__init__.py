@@ -13,6 +13,7 @@ from monitor.errors import (
     StoreError,
     UnknownRunError,
 )
+from monitor.rubrics import RUBRICS, Rubric, thresholds_from_signals
 from monitor.schema import (
     Cost,
     ModelStatus,
@@ -26,6 +27,7 @@ from monitor.schema import (
 from monitor.store import IngestReport, StoredEvent
 
 __all__ = [
+    "RUBRICS",
     "ConfigError",
     "Cost",
     "IngestReport",
@@ -36,6 +38,7 @@ __all__ = [
     "PairStatus",
     "PublishError",
     "Rejection",
+    "Rubric",
     "RunConfig",
     "SourceError",
     "Status",
@@ -43,4 +46,5 @@ __all__ = [
     "StoredEvent",
     "TrialEvent",
     "UnknownRunError",
+    "thresholds_from_signals",
 ]
