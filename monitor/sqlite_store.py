@@ -15,10 +15,11 @@ time (a lock file enforces it); any number may open it read-only.
 from __future__ import annotations
 
 import fcntl
+import itertools
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -141,9 +142,9 @@ class SqliteStore:
             previous = self._local.classify(trials)
             classified.append((trials, previous))
             rows.extend(
-                _trial_row(trials, index)
-                for index, before in enumerate(previous)
-                if before != trials.category[index]
+                row
+                for row, before in zip(_trial_rows(trials), previous, strict=True)
+                if before != row[5]
             )
         self._local.count_dead_letters(batch.dead_letters)
         runs = {trials.run for trials in batch.trials} | {
@@ -345,17 +346,18 @@ class SqliteStore:
             self._lock_handle = None
 
 
-def _trial_row(trials: TrialBatch, index: int) -> tuple[object, ...]:
-    return (
-        trials.run,
-        trials.model[index],
-        trials.question[index],
-        trials.trial[index],
-        int(trials.prior[index]),
-        trials.category[index],
-        trials.tokens[index],
-        trials.seconds[index],
-        trials.ts[index],
+def _trial_rows(trials: TrialBatch) -> Iterator[tuple[object, ...]]:
+    """Rows of the trials table, in batch order (category at index 5)."""
+    return zip(
+        itertools.repeat(trials.run),
+        trials.model,
+        trials.question,
+        trials.trial,
+        map(int, trials.prior),
+        trials.category,
+        trials.tokens,
+        trials.seconds,
+        trials.ts,
     )
 
 
