@@ -13,7 +13,6 @@ from monitor.errors import (
     StoreError,
     UnknownRunError,
 )
-from monitor.rubrics import RUBRICS, Rubric, thresholds_from_signals
 from monitor.schema import (
     Cost,
     ModelStatus,
@@ -27,7 +26,6 @@ from monitor.schema import (
 from monitor.store import IngestReport, StoredEvent
 
 __all__ = [
-    "RUBRICS",
     "ConfigError",
     "Cost",
     "IngestReport",
@@ -38,7 +36,6 @@ __all__ = [
     "PairStatus",
     "PublishError",
     "Rejection",
-    "Rubric",
     "RunConfig",
     "SourceError",
     "Status",
@@ -46,5 +43,4 @@ __all__ = [
     "StoredEvent",
     "TrialEvent",
     "UnknownRunError",
-    "thresholds_from_signals",
 ]
