@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 Result = TypeVar("Result")
 
 _RESTART_DELAYS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+# How long a cancelled task may take to end before it is cancelled again.
+_CANCEL_RETRY_S = 1.0
 TRACE_POINTS = 2000
 
 
@@ -127,9 +129,8 @@ class Service:
     ) -> None:
         for queue in list(self._subscribers):
             self._end(queue)
-        for task in self._tasks:
-            task.cancel()
         try:
+            await _cancel_until_done(self._tasks)
             if self._group is not None:
                 await self._group.__aexit__(None, None, None)
         finally:
@@ -368,3 +369,18 @@ class Service:
                 failures += 1
                 log.exception("task %s failed; restarting in %.1f s", name, delay)
                 await asyncio.sleep(delay)
+
+
+async def _cancel_until_done(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel the tasks, again and again until each has ended.
+
+    A cancellation can be lost inside a library: redis-py's blocking reads
+    under Python 3.11's ``asyncio.timeout`` swallow one that arrives as
+    their own timeout fires, and the task reads on. Repeating it ends them.
+    """
+    pending = [task for task in tasks if not task.done()]
+    while pending:
+        for task in pending:
+            task.cancel()
+        await asyncio.wait(pending, timeout=_CANCEL_RETRY_S)
+        pending = [task for task in pending if not task.done()]
