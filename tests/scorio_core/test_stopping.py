@@ -13,6 +13,7 @@ from scorio_core.stopping import (
     SequentialRule,
     pair_information,
     pair_information_matrix,
+    per_direction_alpha,
     resolve_boundaries,
 )
 
@@ -39,25 +40,46 @@ def test_paper_futility_is_the_naive_forecast_past_the_cap() -> None:
 def test_sequential_boundary_falls_to_c_at_the_cap() -> None:
     rule = SequentialRule.from_confidence(0.95, budget=80)
     t = np.array([5.0, 20.0, 80.0, 160.0])
-    expected = rule.constant * np.minimum(t / 80, 1.0) ** -0.25
+    expected = rule.constant * np.minimum(t / 80, 1.0) ** -0.4  # Delta = 0.1
     assert rule.thresholds(t) == pytest.approx(expected)
-    assert rule.constant == pytest.approx(2.3831, abs=2e-4)  # alpha 0.025 per direction
+    # alpha 0.025 per direction; the constant only depends on alpha and Delta
+    assert rule.constant == pytest.approx(2.2834, abs=2e-4)
+    assert SequentialRule.from_confidence(0.95, budget=300).constant == rule.constant
+
+
+def test_error_level_per_pair_shrinks_beyond_eleven_models() -> None:
+    assert per_direction_alpha(0.95, 2) == pytest.approx(0.025)
+    assert per_direction_alpha(0.95, 11) == pytest.approx(0.025)
+    assert per_direction_alpha(0.95, 21) == pytest.approx(0.0125)
+    assert per_direction_alpha(0.90, 1) == pytest.approx(0.05)
+    eleven = SequentialRule.from_confidence(0.95, budget=80, models=11)
+    twenty = SequentialRule.from_confidence(0.95, budget=80, models=20)
+    assert twenty.constant > eleven.constant
+    wide = ConfidenceSequenceRule.from_confidence(0.95, models=40)
+    assert wide.alpha == pytest.approx(0.05 * 10 / 39)
 
 
 def test_sequential_futility_is_optimistic_and_starts_at_t_min() -> None:
     rule = SequentialRule.from_confidence(0.95, budget=80)
-    z, t = np.array([0.0, 0.0, 0.1, 0.2]), np.array([9.0, 10.0, 20.0, 20.0])
-    # (z + 1) sqrt(80/t) < 2.383: at t=10: 2.83 (no); t=20: 2.2 (yes), 2.4 (no)
-    assert rule.futile(z, t).tolist() == [False, False, True, False]
+    z = np.array([-1.0, 0.0, 0.2, 0.25, 2.2])
+    t = np.array([9.0, 10.0, 20.0, 20.0, 20.0])
+    # (z + 0.925) sqrt(80/t) < 2.2834, from t = 10: at t = 10 z = 0 gives
+    # 2.62 (no); at t = 20 the limit is z < 0.217: 0.2 yes, 0.25 no; and a
+    # settled pair (z above the boundary) is never futile.
+    assert rule.futile(z, t).tolist() == [False, False, True, False, False]
 
 
-def test_sequential_forecast_meets_the_boundary() -> None:
+def test_sequential_forecast_is_the_scaled_crossing_capped_at_the_budget() -> None:
     rule = SequentialRule.from_confidence(0.95, budget=80)
     z, t = 1.5, 20.0
     later = rule.forecast(z, t)
-    assert z * math.sqrt(later / t) == pytest.approx(
-        float(rule.thresholds(np.array([later]))[0])
+    crossing = later / rule.forecast_scale
+    # the plug-in path z sqrt(s/t) meets the boundary at the unscaled crossing
+    assert z * math.sqrt(crossing / t) == pytest.approx(
+        float(rule.thresholds(np.array([crossing]))[0])
     )
+    assert rule.forecast(0.6, t) == 80.0  # would cross past the cap
+    assert rule.forecast(5.0, t) == t  # already settled
     assert rule.forecast(0.0, t) == math.inf
 
 
