@@ -84,19 +84,21 @@ class RunDecision:
     stable: bool
 
 
-def build_rule(config: RunConfig) -> StoppingRule:
-    """The stopping rule a run's config asks for.
+def build_rule(config: RunConfig, models: int = 2) -> StoppingRule:
+    """The stopping rule a run's config asks for, for a set of ``models``.
 
     ``sequential`` (the default) is the error-controlled boundary: against
     the budget when ``max_trials_per_question`` is set, else a confidence
-    sequence. ``paper`` is the paper's one-look rule, shown for reference.
+    sequence; beyond 11 models its error level per pair shrinks (see
+    :func:`scorio_core.stopping.per_direction_alpha`). ``paper`` is the
+    paper's one-look rule, shown for reference.
     """
     budget = config.max_trials_per_question
     if config.rule == "paper":
         return PaperRule.from_confidence(config.confidence, budget)
     if budget is None:
-        return ConfidenceSequenceRule.from_confidence(config.confidence)
-    return SequentialRule.from_confidence(config.confidence, budget)
+        return ConfidenceSequenceRule.from_confidence(config.confidence, models=models)
+    return SequentialRule.from_confidence(config.confidence, budget, models=models)
 
 
 def decide(

@@ -22,6 +22,7 @@ from monitor.schema import MAX_ID_LENGTH, RejectionKind, RunConfig, TrialEvent
 from monitor.store import VECTOR_THRESHOLD, ModelCounts, TrialBatch, group_indices
 from scorio_core import CountTable
 from scorio_core.posterior import clipped_interval, z_value
+from scorio_core.stopping import StoppingRule
 
 # Why a trial was refused: a kind (for metrics) and a sentence (for people).
 Refusal = tuple[RejectionKind, str]
@@ -42,7 +43,7 @@ class RunState:
     def __init__(self, config: RunConfig, declared: bool = True) -> None:
         self.config = config
         self.declared = declared
-        self.rule = build_rule(config)
+        self._rules: dict[int, StoppingRule] = {}
         self._z = z_value(config.confidence)
         self.tables: dict[str, CountTable] = {}
         self.costs: dict[str, ModelCost] = {}
@@ -52,6 +53,16 @@ class RunState:
         self._category_count = len(config.weights)
         for model in config.models or []:
             self.table(model)
+
+    @property
+    def rule(self) -> StoppingRule:
+        """The run's stopping rule for its models: declared, else those seen."""
+        declared = self.config.models
+        count = len(declared) if declared is not None else len(self.tables)
+        rule = self._rules.get(count)
+        if rule is None:
+            rule = self._rules[count] = build_rule(self.config, max(count, 2))
+        return rule
 
     @property
     def question_count(self) -> int:

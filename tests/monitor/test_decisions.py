@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from monitor.decisions import Standing, build_rule, decide
+from monitor.run import RunState
 from monitor.schema import RunConfig
 from scorio_core.stopping import PaperRule, SequentialRule
 
@@ -176,3 +177,20 @@ def test_build_rule_follows_the_config() -> None:
     assert isinstance(build_rule(config(rule="paper")), PaperRule)
     no_budget = RunConfig(run="r")
     assert build_rule(no_budget).name == "sequential"
+
+
+def test_build_rule_tightens_the_sequential_level_for_many_models() -> None:
+    eleven, twenty = build_rule(config(), 11), build_rule(config(), 20)
+    assert isinstance(eleven, SequentialRule) and isinstance(twenty, SequentialRule)
+    assert eleven.constant == pytest.approx(2.2834, abs=2e-4)
+    assert twenty.constant > eleven.constant
+
+
+def test_a_runs_rule_follows_its_declared_or_seen_model_count() -> None:
+    declared = RunState(config(models=[f"m{i}" for i in range(20)]))
+    assert declared.rule == build_rule(config(), 20)
+    open_run = RunState(config())
+    assert open_run.rule == build_rule(config(), 2)
+    for index in range(20):
+        open_run.table(f"m{index}")
+    assert open_run.rule == build_rule(config(), 20)
