@@ -10,6 +10,7 @@ that they average to ``mu`` exactly, keeping tied models exactly tied.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -128,12 +129,14 @@ def simulate(
     kappa: float = 5.0,
     confidence: float = 0.95,
     seed: int = 0,
+    observe: Callable[[Status], None] | None = None,
 ) -> SimulationResult:
     """Drive the real engine with biased-coin models until nothing needs trials.
 
     Each step asks ``next`` for one trial per model that needs trials, draws
     the outcomes from the simulated world and ingests them; the engine looks
-    after every step, i.e. after every trial of every model.
+    after every step, i.e. after every trial of every model. ``observe``,
+    when given, sees the status after each step (forecast calibration).
     """
     rng = np.random.default_rng(seed)
     world = draw_world(means, question_count, kappa, rng)
@@ -166,6 +169,8 @@ def simulate(
                 next_trial[m, q] += 1
                 outcomes.append(int(rng.random() < world[m, q]))
         monitor.ingest_columns("sim", models, questions, trials, np.array(outcomes))
+        if observe is not None:
+            observe(monitor.status("sim"))
     status = monitor.status("sim")
     monitor.close()
     groups = {row.model: row.group for row in status.models}
