@@ -39,6 +39,7 @@ from monitor.simulation import (
     MODEL_SETS,
     draw_results,
     draw_world,
+    grade,
     simulate,
 )
 from scorio_core import bayes, ci_groups, z_threshold
@@ -106,24 +107,12 @@ def fixed_n(means: tuple[float, ...], kappa: float, seed: int) -> tuple[bool, in
     results = draw_results(world, FIXED_N, rng)
     scores = np.array([bayes(results[m]) for m in range(len(means))])
     groups = ci_groups(scores[:, 0], scores[:, 1], z_threshold(0.95))
-    return _claims(np.asarray(means), groups)
-
-
-def _claims(truth: np.ndarray, groups: np.ndarray) -> tuple[bool, int]:
-    pairs = range(truth.size)
-    false_claim = any(
-        truth[a] <= truth[b] and groups[a] < groups[b]
-        for a in pairs
-        for b in pairs
-        if a != b
+    names = [str(index) for index in range(len(means))]
+    false_claims, resolved, _ = grade(
+        dict(zip(names, means, strict=True)),
+        dict(zip(names, groups.tolist(), strict=True)),
     )
-    order = np.argsort(-truth, kind="stable")
-    resolved = sum(
-        1
-        for a, b in itertools.pairwise(order)
-        if truth[a] > truth[b] and groups[a] < groups[b]
-    )
-    return false_claim, resolved
+    return false_claims > 0, resolved
 
 
 def replicate(job: tuple[str, str, int, int]) -> Replicate:

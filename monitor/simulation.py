@@ -175,22 +175,41 @@ def simulate(
     monitor.close()
     groups = {row.model: row.group for row in status.models}
     truth = {name: float(mean) for name, mean in zip(names, means, strict=True)}
-    false_claims = sum(
-        1
-        for a in names
-        for b in names
-        if truth[a] <= truth[b] and a != b and groups[a] < groups[b]
-    )
-    true_order = sorted(names, key=lambda name: -truth[name])
-    adjacent = list(itertools.pairwise(true_order))
-    resolvable = [(a, b) for a, b in adjacent if truth[a] > truth[b]]
-    resolved = sum(1 for a, b in resolvable if groups[a] < groups[b])
+    false_claims, resolved, resolvable = grade(truth, groups)
     return SimulationResult(
         status=status,
         true_means=truth,
         fixed_trials=len(means) * question_count * FIXED_N,
         false_claims=false_claims,
         resolved_pairs=resolved,
-        resolvable_pairs=len(resolvable),
+        resolvable_pairs=resolvable,
         steps=steps,
     )
+
+
+def grade(truth: dict[str, float], groups: dict[str, int]) -> tuple[int, int, int]:
+    """Grade a final grouping against the true means.
+
+    Returns:
+        ``(false_claims, resolved, resolvable)``: ordered pairs put in a
+        better group although truly equal or worse; adjacent (in the true
+        order), truly different pairs in different groups the right way
+        round; and how many such adjacent pairs there are.
+
+    Examples:
+        >>> grade({"a": 0.5, "b": 0.5, "c": 0.2}, {"a": 1, "b": 2, "c": 2})
+        (1, 0, 1)
+    """
+    names = list(truth)
+    false_claims = sum(
+        1
+        for a in names
+        for b in names
+        if a != b and truth[a] <= truth[b] and groups[a] < groups[b]
+    )
+    true_order = sorted(names, key=lambda name: (-truth[name], name))
+    resolvable = [
+        (a, b) for a, b in itertools.pairwise(true_order) if truth[a] > truth[b]
+    ]
+    resolved = sum(1 for a, b in resolvable if groups[a] < groups[b])
+    return false_claims, resolved, len(resolvable)

@@ -1,0 +1,77 @@
+"""`simulate`: the paper's models through the engine's own loop, and its grading."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from monitor.schema import Status
+from monitor.simulation import (
+    FIXED_N,
+    PAPER_MEANS,
+    draw_world,
+    grade,
+    simulate,
+)
+
+
+def test_worlds_average_to_the_means_and_keep_ties_exact() -> None:
+    world = draw_world(PAPER_MEANS, 30, 5.0, np.random.default_rng(7))
+    assert world.shape == (11, 30)
+    assert ((world >= 0.0) & (world <= 1.0)).all()
+    assert world.mean(axis=1) == pytest.approx(PAPER_MEANS, abs=1e-12)
+    assert world[3].mean() == pytest.approx(world[4].mean(), abs=1e-15)
+
+
+def test_a_sequential_run_stops_early_and_grades_its_groups() -> None:
+    statuses: list[Status] = []
+    result = simulate(PAPER_MEANS, seed=1, observe=statuses.append)
+    status = result.status
+    assert result.fixed_trials == 11 * 30 * FIXED_N
+    assert 0 < result.trials < result.fixed_trials
+    assert len(statuses) == result.steps and statuses[-1] == status
+    # nothing more is asked for, and no question went past the cap
+    assert not any(row.needs_trials for row in status.models)
+    assert all(row.trials <= 30 * FIXED_N for row in status.models)
+    assert status.rule == "sequential"
+    groups = {row.model: row.group for row in status.models}
+    assert grade(result.true_means, groups) == (
+        result.false_claims,
+        result.resolved_pairs,
+        result.resolvable_pairs,
+    )
+    assert result.resolvable_pairs == 9  # ten gaps, one of them an exact tie
+
+
+def test_the_paper_rule_stops_far_sooner_on_the_same_world() -> None:
+    sequential = simulate(PAPER_MEANS, seed=1)
+    paper = simulate(PAPER_MEANS, seed=1, rule="paper")
+    assert paper.status.rule == "paper"
+    assert paper.trials < sequential.trials / 2
+
+
+def test_grading_counts_false_claims_both_ways_and_adjacent_resolutions() -> None:
+    truth = {"a": 0.7, "b": 0.5, "c": 0.5, "d": 0.2}
+    # right order, the tie kept together: two of two resolvable pairs, no claim
+    assert grade(truth, {"a": 1, "b": 2, "c": 2, "d": 3}) == (0, 2, 2)
+    # the tie split, and d above c: two false claims, one resolved pair
+    assert grade(truth, {"a": 1, "b": 2, "c": 4, "d": 3}) == (2, 1, 2)
+
+
+def test_the_cli_prints_json_with_savings_against_fixed_n() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "monitor.cli", "simulate", "--seed", "2", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    report = json.loads(completed.stdout)
+    assert report["rule"] == "sequential" and report["models"] == "paper11"
+    assert report["fixed_n80_trials"] == 26_400
+    assert report["savings"] == pytest.approx(1 - report["trials"] / 26_400)
+    assert report["status"]["trials"] == report["trials"]
+    assert 0 <= report["resolved_pairs"] <= report["resolvable_pairs"] == 9
