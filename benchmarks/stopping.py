@@ -221,6 +221,46 @@ def table(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
+def goals(rows: list[dict[str, object]]) -> list[tuple[str, bool]]:
+    """The issue's acceptance goals, each with whether these rows meet it."""
+    checks = []
+    for row in rows:
+        if row["rule"] != "sequential":
+            continue
+        name = f"{row['models']} cap {row['cap']}"
+        false = float(row["p_false_claim"])  # type: ignore[arg-type]
+        checks.append((f"{name}: P(any false claim) {false:.2%} <= 5 %", false <= 0.05))
+        share = 1.0 - float(row["savings"])  # type: ignore[arg-type]
+        pairs = float(row["pairs_vs_fixed"])  # type: ignore[arg-type]
+        stretch = "" if row["models"] == "paper11" else " (stretch goal)"
+        checks.append(
+            (
+                f"{name}: {share:.1%} of fixed N=80's trials <= 50 % with "
+                f"{pairs:.1%} >= 90 % of its pairs{stretch}",
+                share <= 0.5 and pairs >= 0.9,
+            )
+        )
+        forecast = row["forecast"]
+        assert isinstance(forecast, dict)
+        for fraction in PROGRESS:
+            within = forecast[str(fraction)]["within_25pct"]
+            checks.append(
+                (
+                    f"{name}: forecasts made {fraction:g} of the way within ±25 % "
+                    f"in {within:.1%} >= 80 % of resolved models",
+                    within >= 0.8,
+                )
+            )
+    return checks
+
+
+def report(rows: list[dict[str, object]]) -> str:
+    """The table and the goals, as Markdown."""
+    lines = [table(rows), "", "Goals:", ""]
+    lines += [f"- {'met' if met else 'NOT met'}: {text}" for text, met in goals(rows)]
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicates", type=int, default=1000)
@@ -231,7 +271,14 @@ def main() -> None:
     )
     parser.add_argument("--rules", nargs="+", default=["sequential", "paper"])
     parser.add_argument("--json", help="also write the summaries to this file")
+    parser.add_argument(
+        "--from-json", help="only print the report of summaries saved with --json"
+    )
     arguments = parser.parse_args()
+    if arguments.from_json:
+        with open(arguments.from_json, encoding="utf-8") as handle:
+            print(report(json.load(handle)))
+        return
 
     rows = []
     with ProcessPoolExecutor(arguments.workers) as pool:
@@ -252,7 +299,7 @@ def main() -> None:
                 file=sys.stderr,
                 flush=True,
             )
-    print(table(rows))
+    print(report(rows))
     if arguments.json:
         with open(arguments.json, "w", encoding="utf-8") as handle:
             json.dump(rows, handle, indent=2)
