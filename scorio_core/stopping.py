@@ -42,7 +42,7 @@ def per_direction_alpha(confidence: float, models: int = 2) -> float:
     rank boundaries. Almost every false claim is a truly tied pair split
     apart, and bigger model sets hold more near-ties: without the scaling a
     20-model run at a cap of 300 made a false claim in 5.8 % of simulated
-    runs, with it 2.65 % (benchmarks/results/stopping.md).
+    runs, with it 2.65 % (design evidence in benchmarks/results/stopping.md).
 
     Examples:
         >>> [round(per_direction_alpha(0.95, k), 5) for k in (2, 11, 20)]
