@@ -16,7 +16,6 @@ import importlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -28,7 +27,6 @@ from typing import Any, Final, Protocol
 import aiomqtt
 import httpx
 import promql_parser
-import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -46,17 +44,6 @@ PROVIDERS_FILE: Final = (
 
 # Series Prometheus makes itself rather than scraping them.
 PROMETHEUS_METRICS: Final = frozenset({"up"})
-
-
-def require_tool(binary: str, package: str) -> str:
-    """The binary's path; skip without it (fail under CI), naming its package."""
-    path = shutil.which(binary)
-    if path is None:
-        message = f"{binary} is not installed (apt-get install {package})"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
 
 
 def replace_once(text: str, old: str, new: str) -> str:
@@ -476,7 +463,7 @@ def prometheus_config(folder: Path, workers: Mapping[str, str], port: int) -> Pa
 @contextmanager
 def prometheus_server(folder: Path, workers: Mapping[str, str]) -> Iterator[str]:
     """A Prometheus scraping ``workers`` (service -> base URL); yields its URL."""
-    binary = require_tool("prometheus", "prometheus")
+    binary = require_binary("prometheus")
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
     command = [

@@ -54,12 +54,12 @@ from tests.deploy.deployment import (
     queried_by_dashboard,
     queried_by_rules,
     replace_once,
-    require_tool,
     rule_expressions,
     worker_environment,
     worker_services,
 )
 from tests.helpers import eventually, serving, trial_events, trial_results
+from tests.services import require_binary
 
 RUN = "bench"
 
@@ -148,7 +148,7 @@ async def test_readers_get_no_trials_and_producers_no_statuses(
 
 
 def test_the_compose_health_check_of_the_broker_passes(broker: int) -> None:
-    require_tool("mosquitto_sub", "mosquitto-clients")
+    require_binary("mosquitto_sub", "mosquitto-clients")
     kind, command = compose_service("mosquitto")["healthcheck"]["test"]
     assert kind == "CMD-SHELL"
     command = replace_once(
@@ -190,7 +190,7 @@ def test_redis_wants_the_password_and_keeps_every_acknowledged_write(
 
 
 def promtool(*arguments: str, cwd: Path) -> None:
-    binary = require_tool("promtool", "prometheus")
+    binary = require_binary("promtool", "prometheus")
     result = subprocess.run(
         [binary, *arguments], cwd=cwd, capture_output=True, text=True, check=False
     )

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import re
-import shutil
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +30,7 @@ from monitor.http import create_app
 from monitor.service import Service
 from monitor.store import StoredEvent
 from tests.helpers import eventually, serving
+from tests.services import require_binary
 
 # Flags known to work in containers: no sandbox (root), no GPU, and nothing
 # that reaches out to the network on its own.
@@ -46,8 +45,6 @@ CHROMIUM_FLAGS: Final = (
     "--disable-sync",
     "--disable-dev-shm-usage",
 )
-# Debian's package for each binary, for the skip message.
-BROWSER_PACKAGES: Final = {"chromium": "chromium", "chromedriver": "chromium-driver"}
 FOUR_DECIMALS: Final = re.compile(r"^-?\d+\.\d{4}$")
 
 READ_ROWS: Final = """
@@ -61,15 +58,11 @@ return Array.from(document.querySelectorAll('#leaderboard tbody tr'), (row) => {
 
 
 def require_browser() -> tuple[str, str]:
-    """Paths of chromium and chromedriver; skip, or fail under CI, when missing."""
-    found = {name: shutil.which(name) for name in BROWSER_PACKAGES}
-    missing = [BROWSER_PACKAGES[name] for name, path in found.items() if path is None]
-    if missing:
-        message = f"no headless browser (apt-get install {' '.join(missing)})"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return cast(str, found["chromium"]), cast(str, found["chromedriver"])
+    """Paths of chromium and chromedriver (CI fails without them)."""
+    return (
+        require_binary("chromium"),
+        require_binary("chromedriver", "chromium-driver"),
+    )
 
 
 @contextlib.contextmanager
