@@ -29,18 +29,23 @@ from monitor.parsing import describe_validation_error
 from monitor.schema import RunConfig
 
 
+def _read_toml(path: Path) -> dict[str, Any]:
+    """The TOML document at ``path``; ConfigError when missing or not TOML."""
+    try:
+        return tomllib.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"no config file at {path}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
+
+
 def load_run_configs(path: Path) -> list[RunConfig]:
     """All run configs of a TOML file.
 
     Raises:
         ConfigError: when the file is missing, is not TOML, or a run is invalid.
     """
-    try:
-        document = tomllib.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise ConfigError(f"no config file at {path}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
+    document = _read_toml(path)
     tables = document.get("runs")
     if tables is None:
         tables = [document]
@@ -230,14 +235,7 @@ def load_service_config(path: Path | None, environ: Mapping[str, str]) -> Servic
     Raises:
         ConfigError: for a missing or invalid file or value.
     """
-    document: dict[str, Any] = {}
-    if path is not None:
-        try:
-            document = tomllib.loads(path.read_text())
-        except FileNotFoundError as exc:
-            raise ConfigError(f"no config file at {path}") from exc
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
+    document = {} if path is None else _read_toml(path)
     for section, model in _SECTIONS.items():
         for key in model.model_fields:
             value = environ.get(f"SCORIO_MONITOR_{section}_{key}".upper())
