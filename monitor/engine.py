@@ -26,8 +26,10 @@ from monitor.decisions import RunDecision, decide
 from monitor.errors import ConfigError, UnknownRunError
 from monitor.events import pending_events
 from monitor.interfaces import Store
+from monitor.ledger import NEW
 from monitor.parsing import (
     Parsed,
+    Trial,
     describe_validation_error,
     parse_object,
     parse_payload,
@@ -101,6 +103,10 @@ class Monitor:
         self._decisions: dict[str, RunDecision] = {}
         self._dirty: set[str] = set()
         self._last_look: dict[str, float] = {}
+        # When the next look triggered by ingestion is due (the earliest
+        # dirty run's last look + interval): before it, no look is tried.
+        self._next_look = -math.inf
+        self._single_reports: dict[tuple[str, tuple[int, int, int]], IngestReport] = {}
         self._fired: set[tuple[str, str, str]] = set()
         self._listeners: list[Callable[[StoredEvent], None]] = []
         self._cursors: dict[str, str] = {}
@@ -155,7 +161,7 @@ class Monitor:
         state = RunState(config, declared=True)
         state.restore(self._store.counts(config.run))
         self._runs[config.run] = state
-        self._dirty.add(config.run)
+        self._mark_dirty(config.run)
         return config
 
     @property
@@ -172,7 +178,7 @@ class Monitor:
         self, events: EventInput | Iterable[EventInput], *, source: str = "python"
     ) -> IngestReport:
         """Count trial events (one mapping or an iterable of them)."""
-        if isinstance(events, Mapping | TrialEvent):
+        if type(events) is dict or isinstance(events, Mapping | TrialEvent):
             return self._ingest_one(parse_object(events, source, 0), source)
         items: Iterable[EventInput] = events
         parsed = [
@@ -185,25 +191,48 @@ class Monitor:
 
         The same steps as :meth:`ingest_parsed` without its batch bookkeeping.
         """
-        state = None if isinstance(item, Rejection) else self._runs.get(item.run)
-        if state is None or isinstance(item, Rejection) or item.outcome < 0:
+        if not isinstance(item, Trial):
             return self.ingest_parsed([item], source=source, positions=(0,))
-        problem = state.rejection(item, set())
-        if problem is not None:
+        state = self._runs.get(item.run)
+        if (
+            state is None
+            or state.refusal(
+                item.model, item.question, item.category, item.from_correct, set()
+            )
+            is not None
+        ):
             return self.ingest_parsed([item], source=source, positions=(0,))
-        cost = item.cost
-        batch = TrialBatch(
+        run, model, question, category, prior, tokens, seconds = (
             item.run,
-            [item.model],
-            [item.question],
-            [item.trial],
-            [item.outcome],
-            [item.prior],
-            [None if cost is None else cost.tokens],
-            [None if cost is None else cost.seconds],
-            [item.ts if isinstance(item.ts, float | int) else None],
+            item.model,
+            item.question,
+            item.category,
+            item.prior,
+            item.tokens,
+            item.seconds,
         )
-        return self._commit([batch], [], [], None, self._clock())
+        before = self._store.apply_trial(
+            run, model, question, item.trial, category, prior, tokens, seconds, item.ts
+        )
+        state.apply_trial(model, question, category, prior, before, tokens, seconds)
+        outcome = (
+            (0, 1, 0)
+            if before == category
+            else (1, 0, 0)
+            if before == NEW
+            else (0, 0, 1)
+        )
+        self._mark_dirty(run)
+        now = self._clock()
+        fired = self._look_dirty(now, force=False) if now >= self._next_look else []
+        if fired:
+            return IngestReport(*outcome, (), tuple(fired), (run,))
+        # Reports are immutable: one per run and outcome serves every call.
+        report = self._single_reports.get((run, outcome))
+        if report is None:
+            report = IngestReport(*outcome, (), (), (run,))
+            self._single_reports[(run, outcome)] = report
+        return report
 
     def ingest_payload(
         self,
@@ -242,6 +271,35 @@ class Monitor:
         rejections: list[Rejection] = []
         new_questions: dict[str, set[str]] = {}
         for item, position, origin in zip(items, where, origins, strict=True):
+            if isinstance(item, Trial):
+                state = self._runs.get(item.run) or self._run_for_event(item.run)
+                if (
+                    state is not None
+                    and state.refusal(
+                        item.model,
+                        item.question,
+                        item.category,
+                        item.from_correct,
+                        new_questions.setdefault(item.run, set()),
+                    )
+                    is None
+                ):
+                    batch = batches.get(item.run)
+                    if batch is None:
+                        batch = batches[item.run] = TrialBatch(item.run)
+                    batch.append(
+                        item.model,
+                        item.question,
+                        item.trial,
+                        item.category,
+                        item.prior,
+                        item.tokens,
+                        item.seconds,
+                        item.ts,
+                    )
+                    continue
+                # Refused: the full event words the rejection.
+                item = TrialEvent.model_validate({**item.raw, "run": item.run})
             if isinstance(item, Rejection):
                 rejections.append(item)
                 # Count it against the run it named, if that run exists.
@@ -379,10 +437,11 @@ class Monitor:
                 touched.add(batch.run)
         if letters:
             touched.update(letter.run for letter in letters if letter.run is not None)
-        self._dirty.update(touched)
+        for run in touched:
+            self._mark_dirty(run)
         if cursor is not None:
             self._cursors[cursor[0]] = cursor[1]
-        fired = self._look_dirty(now, force=False)
+        fired = self._look_dirty(now, force=False) if now >= self._next_look else []
         return IngestReport(
             accepted=accepted,
             duplicates=duplicates,
@@ -513,6 +572,7 @@ class Monitor:
         self._fired = set(stored.fired)
         self._cursors = dict(stored.cursors)
         self._dirty = set(self._runs)
+        self._next_look = -math.inf
 
     def _run(self, run: str) -> RunState:
         state = self._runs.get(run)
@@ -541,8 +601,28 @@ class Monitor:
             self._look_dirty(self._clock(), force=True, only=[run])
         return self._decisions[run]
 
+    def _mark_dirty(self, run: str) -> None:
+        self._dirty.add(run)
+        due = self._last_look.get(run, -math.inf) + self._look_interval_s
+        if due < self._next_look:
+            self._next_look = due
+
     def _look_dirty(
         self, now: float, force: bool, only: Sequence[str] | None = None
+    ) -> list[StoredEvent]:
+        try:
+            return self._look_at(now, force, only)
+        finally:
+            self._next_look = min(
+                (
+                    self._last_look.get(run, -math.inf) + self._look_interval_s
+                    for run in self._dirty
+                ),
+                default=math.inf,
+            )
+
+    def _look_at(
+        self, now: float, force: bool, only: Sequence[str] | None
     ) -> list[StoredEvent]:
         candidates = [
             run for run in (only if only is not None else sorted(self._dirty))

@@ -75,6 +75,25 @@ class Store(Protocol):
         """
         ...
 
+    def apply_trial(
+        self,
+        run: str,
+        model: str,
+        question: str,
+        trial: str,
+        category: int,
+        prior: bool = False,
+        tokens: int | None = None,
+        seconds: float | None = None,
+        ts: float | None = None,
+    ) -> int:
+        """:meth:`apply` of a batch of one trial, without building the batch.
+
+        The per-trial path (a harness reporting trial by trial); returns
+        the trial's previous category or ``NEW``.
+        """
+        ...
+
     def totals(self, run: str) -> RunTotals:
         """The run's counters."""
         ...

@@ -8,17 +8,51 @@ raises on bad input: it returns a :class:`Rejection` instead.
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, NamedTuple
 
 from pydantic import ValidationError
 
-from monitor.schema import Rejection, RejectionKind, TrialEvent
+from monitor.schema import MAX_ID_LENGTH, Rejection, RejectionKind, TrialEvent
 
 MAX_PAYLOAD_BYTES: Final = 1 << 20
 MAX_RAW_KEPT: Final = 4096
 
-Parsed = TrialEvent | Rejection
+
+class Trial(NamedTuple):
+    """A plain trial event the fast check found valid, as the engine counts it.
+
+    Equal to what :class:`TrialEvent` would give for the same input; the
+    engine validates ``raw`` in full only to word a rejection.
+    """
+
+    run: str
+    model: str
+    question: str
+    trial: str
+    category: int
+    prior: bool
+    tokens: int | None
+    seconds: float | None
+    ts: float | None
+    # True when the outcome came as ``correct`` only (binary runs only).
+    from_correct: bool
+    raw: Mapping[str, object]
+
+
+Parsed = Trial | TrialEvent | Rejection
+
+_CONTROL = re.compile(r"[\x00-\x1f]")
+# Ids seen before and found valid: most inputs repeat a few runs, models,
+# questions and trial numbers, so checking each once pays. Bounded, since
+# trial ids may all differ.
+_KNOWN_IDS: dict[object, str] = {}
+_KNOWN_IDS_LIMIT: Final = 1 << 16
+_LOOSE: Final = (str, int)
+# Whole-number timestamps up to this size convert to float exactly.
+_EXACT_FLOAT_INT: Final = 1 << 53
 
 
 def parse_payload(
@@ -54,6 +88,10 @@ def parse_object(
     value: object, source: str = "", position: int | None = None, run: str | None = None
 ) -> Parsed:
     """Validate one decoded JSON value (or a mapping) as a trial event."""
+    if type(value) is dict:
+        trial = plain_trial(value, run)
+        if trial is not None:
+            return trial
     if isinstance(value, TrialEvent):
         return value
     if not isinstance(value, Mapping):
@@ -75,6 +113,128 @@ def parse_object(
         if isinstance(named, str):
             return rejection.model_copy(update={"run": named})
         return rejection
+
+
+def plain_trial(value: dict[str, object], run: str | None = None) -> Trial | None:
+    """The trial of a plain event (no signals), or None to validate in full.
+
+    Accepts exactly what :class:`TrialEvent` accepts for such events (ids of
+    1..256 characters without control characters, questions and trials also
+    as integers, strict booleans and integers) and says None for anything
+    else, valid or not, so pydantic words every rejection.
+    """
+    get = value.get
+    if get("signals") is not None:
+        return None
+    named = get("run", run) if run is not None else get("run")
+    if run is not None and named != run:
+        return None
+    # Known ids first, inline: this is the per-trial hot path.
+    known = _KNOWN_IDS.get
+    model, question, trial = get("model"), get("question"), get("trial")
+    run_id = known(named) if type(named) is str else None
+    model_id = known(model) if type(model) is str else None
+    question_id = known(question) if type(question) in _LOOSE else None
+    trial_id = known(trial) if type(trial) in _LOOSE else None
+    if run_id is None:
+        run_id = _strict_id(named)
+    if model_id is None:
+        model_id = _strict_id(model)
+    if question_id is None:
+        question_id = _loose_id(question)
+    if trial_id is None:
+        trial_id = _loose_id(trial)
+    if run_id is None or model_id is None or question_id is None or trial_id is None:
+        return None
+    category = get("category")
+    correct = get("correct")
+    if category is None:
+        if type(correct) is not bool:
+            return None
+        outcome = int(correct)
+    else:
+        if type(category) is not int or category < 0:
+            return None
+        if correct is not None and (type(correct) is not bool or correct != category):
+            return None
+        outcome = category
+    prior = get("prior", False)
+    if type(prior) is not bool:
+        return None
+    ts = get("ts")
+    if ts is not None and type(ts) is not str:
+        ts = _finite_float(ts)
+        if ts is None:
+            return None
+    else:
+        ts = None
+    tokens = seconds = None
+    cost = get("cost")
+    if cost is not None:
+        if type(cost) is not dict or not cost.keys() <= {"tokens", "seconds"}:
+            return None
+        tokens, seconds = cost.get("tokens"), cost.get("seconds")
+        if tokens is not None and (type(tokens) is not int or tokens < 0):
+            return None
+        if seconds is not None:
+            seconds = _finite_float(seconds)
+            if seconds is None or seconds < 0.0:
+                return None
+    return Trial(
+        run_id,
+        model_id,
+        question_id,
+        trial_id,
+        outcome,
+        prior,
+        tokens,
+        seconds,
+        ts,
+        category is None,
+        value,
+    )
+
+
+def _strict_id(value: object) -> str | None:
+    """A run or model id: a string only."""
+    if type(value) is not str:
+        return None
+    known = _KNOWN_IDS.get(value)
+    return known if known is not None else _new_id(value, value)
+
+
+def _loose_id(value: object) -> str | None:
+    """A question or trial id: a string, or an integer read as its digits."""
+    kind = type(value)
+    if kind is str or kind is int:
+        known = _KNOWN_IDS.get(value)
+        if known is not None:
+            return known
+        return _new_id(value, value if kind is str else str(value))  # type: ignore[arg-type]
+    return None
+
+
+def _new_id(key: str | int, text: str) -> str | None:
+    if not 1 <= len(text) <= MAX_ID_LENGTH or _CONTROL.search(text):
+        return None
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:  # a lone surrogate: not a valid string
+            return None
+    if len(_KNOWN_IDS) >= _KNOWN_IDS_LIMIT:
+        _KNOWN_IDS.clear()
+    _KNOWN_IDS[key] = text
+    return text
+
+
+def _finite_float(value: object) -> float | None:
+    """A float from a float or a modest integer (not a bool), if finite."""
+    if type(value) is float:
+        return value if math.isfinite(value) else None
+    if type(value) is int and -_EXACT_FLOAT_INT <= value <= _EXACT_FLOAT_INT:
+        return float(value)
+    return None
 
 
 def describe_validation_error(error: ValidationError) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -110,15 +111,40 @@ class RunState:
         ``new_questions`` collects distinct questions accepted earlier in the
         same batch, so a batch cannot overrun ``question_count``.
         """
-        if event.category is None and self._category_count != 2:
+        return self.refusal(
+            event.model,
+            event.question,
+            event.outcome,
+            event.category is None,
+            new_questions,
+        )
+
+    def refusal(
+        self,
+        model: str,
+        question: str,
+        category: int,
+        from_correct: bool,
+        new_questions: set[str],
+    ) -> Refusal | None:
+        """:meth:`rejection` of a trial given by its fields (the fast path).
+
+        ``from_correct``: the outcome came as ``correct``, which only binary
+        runs take.
+        """
+        if from_correct and self._category_count != 2:
             return (
                 "category",
                 f"correct is only for binary runs; run {self.config.run!r} has "
                 f"{self._category_count} categories, send category",
             )
-        if event.outcome >= self._category_count:
-            return ("category", self._category_reason(event.outcome))
-        return self._identity_problem(event.model, event.question, new_questions)
+        if category >= self._category_count:
+            return ("category", self._category_reason(category))
+        if question in self._question_set and (
+            self._allowed_models is None or model in self._allowed_models
+        ):
+            return None
+        return self._identity_problem(model, question, new_questions)
 
     def column_problems(self, batch: TrialBatch) -> list[tuple[int, Refusal]]:
         """(index, refusal) for every trial of a columnar batch this run refuses.
@@ -126,7 +152,7 @@ class RunState:
         Checks each distinct id once, so a clean bulk batch costs little more
         than building the sets.
         """
-        categories = np.asarray(batch.category)
+        categories = batch.categories()
         bad_categories = np.flatnonzero(
             (categories < 0) | (categories >= self._category_count)
         )
@@ -135,16 +161,17 @@ class RunState:
             "question": {},
             "trial": {},
         }
-        for name, column in (
-            ("model", batch.model),
-            ("question", batch.question),
-            ("trial", batch.trial),
-        ):
-            for value in dict.fromkeys(column):
+        columns: tuple[Literal["model", "question", "trial"], ...] = (
+            "model",
+            "question",
+            "trial",
+        )
+        for name in columns:
+            for value in batch.factors(name).values:
                 refusal = _id_problem(name, value)
                 if refusal is not None:
                     bad_ids[name][value] = refusal
-        for model in dict.fromkeys(batch.model):
+        for model in batch.factors("model").values:
             if self._allowed_models is not None and model not in self._allowed_models:
                 bad_ids["model"].setdefault(
                     model,
@@ -155,7 +182,7 @@ class RunState:
                 )
         if not bad_categories.size and not any(bad_ids.values()):
             new_questions: set[str] = set()
-            for question in dict.fromkeys(batch.question):
+            for question in batch.factors("question").values:
                 refusal = self._identity_problem(None, question, new_questions)
                 if refusal is not None:
                     bad_ids["question"][question] = refusal
@@ -245,7 +272,9 @@ class RunState:
             categories.append(category)
             deltas.append(1)
             if before == NEW:
-                self._add_cost(batch, index)
+                self._add_cost(
+                    batch.model[index], batch.tokens[index], batch.seconds[index]
+                )
             else:
                 questions.append(question)
                 categories.append(before)
@@ -262,53 +291,82 @@ class RunState:
                 table.update_many(questions, categories, deltas, prior=prior)
 
     def _apply_one(self, batch: TrialBatch, before: int) -> None:
-        category = batch.category[0]
+        self.apply_trial(
+            batch.model[0],
+            batch.question[0],
+            batch.category[0],
+            batch.prior[0],
+            before,
+            batch.tokens[0],
+            batch.seconds[0],
+        )
+
+    def apply_trial(
+        self,
+        model: str,
+        question: str,
+        category: int,
+        prior: bool,
+        before: int,
+        tokens: int | None = None,
+        seconds: float | None = None,
+    ) -> None:
+        """:meth:`apply` of one trial the store classified as ``before``."""
         if before == category:
             return
-        question = batch.question[0]
         if question not in self._question_set:
             self.add_question(question)
-        table = self.table(batch.model[0])
-        prior = batch.prior[0]
-        table.update(question, category, prior=prior)
-        if before == NEW:
-            self._add_cost(batch, 0)
-        else:
+        table = self.tables.get(model) or self.table(model)
+        table.update(question, category, 1, prior=prior)
+        if before != NEW:
             table.update(question, before, -1, prior=prior)
+        elif tokens is not None or seconds is not None:
+            self._add_cost(model, tokens, seconds)
 
     def _apply_vectorized(self, batch: TrialBatch, previous: list[int]) -> None:
         before = np.asarray(previous)
-        categories = np.asarray(batch.category)
+        categories = batch.categories()
         changed = before != categories
         if not changed.any():
             return
-        for question in dict.fromkeys(batch.question):
+        questions = batch.factors("question")
+        for question in questions.values:
             if question not in self._question_set:
                 self.add_question(question)
-        for (model, prior), chosen in group_indices(batch.model, batch.prior):
+        width = self._category_count
+        for (model, prior), chosen in group_indices(batch):
             moved = chosen[changed[chosen]]
             if not moved.size:
                 continue
             corrected = moved[before[moved] != NEW]
-            indices = moved.tolist() + corrected.tolist()
-            self.table(model).update_many(
-                [batch.question[i] for i in indices],
-                np.concatenate([categories[moved], before[corrected]]),
-                np.concatenate(
-                    [np.ones(moved.size, np.int64), -np.ones(corrected.size, np.int64)]
-                ),
+            # +1 for each new category, -1 for each corrected one, summed
+            # per (question, category) into one block for the table.
+            codes = questions.codes[np.concatenate([moved, corrected])]
+            present = questions.present(codes)
+            local = np.zeros(len(questions.values), dtype=np.int64)
+            local[present] = np.arange(present.size)
+            block = np.bincount(
+                local[codes] * width
+                + np.concatenate([categories[moved], before[corrected]]),
+                weights=np.concatenate([np.ones(moved.size), -np.ones(corrected.size)]),
+                minlength=present.size * width,
+            )
+            self.table(model).add_counts(
+                [questions.values[code] for code in present.tolist()],
+                block.astype(np.int64).reshape(present.size, width),
                 prior=prior,
             )
         size = len(batch)
         if batch.tokens.count(None) < size or batch.seconds.count(None) < size:
             for index in np.flatnonzero(before == NEW).tolist():
-                self._add_cost(batch, index)
+                self._add_cost(
+                    batch.model[index], batch.tokens[index], batch.seconds[index]
+                )
 
-    def _add_cost(self, batch: TrialBatch, index: int) -> None:
-        tokens, seconds = batch.tokens[index], batch.seconds[index]
+    def _add_cost(self, model: str, tokens: int | None, seconds: float | None) -> None:
         if tokens is None and seconds is None:
             return
-        cost = self.costs.setdefault(batch.model[index], ModelCost())
+        cost = self.costs.setdefault(model, ModelCost())
         cost.trials += 1
         cost.tokens += tokens or 0
         cost.seconds += seconds or 0.0

@@ -35,6 +35,7 @@ from monitor.store import (
     StoredEvent,
     StoredState,
     TrialBatch,
+    one_trial,
 )
 
 SCHEMA_VERSION = 1
@@ -181,6 +182,23 @@ class SqliteStore:
             self._local.count_dead_letters(batch.dead_letters, sign=-1)
             raise
         return [previous for _, previous in classified]
+
+    def apply_trial(
+        self,
+        run: str,
+        model: str,
+        question: str,
+        trial: str,
+        category: int,
+        prior: bool = False,
+        tokens: int | None = None,
+        seconds: float | None = None,
+        ts: float | None = None,
+    ) -> int:
+        # A commit per trial costs far more than building a batch of one.
+        return self.apply(
+            one_trial(run, model, question, trial, category, prior, tokens, seconds, ts)
+        )[0][0]
 
     def totals(self, run: str) -> RunTotals:
         return self._local.totals.get(run, RunTotals())

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.ledger import NEW, Ledger
+from monitor.ledger import NEW, Factors, Ledger
 from monitor.schema import Rejection, RunConfig
 
 JsonValue = str | int | float | bool | None | list["JsonValue"] | dict[str, "JsonValue"]
@@ -44,9 +45,26 @@ class TrialBatch:
     tokens: list[int | None] = field(default_factory=list)
     seconds: list[float | None] = field(default_factory=list)
     ts: list[float | None] = field(default_factory=list)
+    # Factorized id columns and the category array, computed once per batch
+    # for the vectorized steps (validation, ledger, count tables).
+    _factors: dict[str, Factors] = field(default_factory=dict, init=False, repr=False)
+    _categories: NDArray[np.int64] | None = field(default=None, init=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.category)
+
+    def factors(self, column: Literal["model", "question", "trial"]) -> Factors:
+        """The batch's ``model``, ``question`` or ``trial`` column factorized."""
+        found = self._factors.get(column)
+        if found is None:
+            found = self._factors[column] = Factors.of(getattr(self, column))
+        return found
+
+    def categories(self) -> NDArray[np.int64]:
+        """The category column as an array."""
+        if self._categories is None:
+            self._categories = np.asarray(self.category, dtype=np.int64)
+        return self._categories
 
     def without(self, indices: set[int]) -> TrialBatch:
         """A copy without the trials at ``indices``."""
@@ -74,6 +92,9 @@ class TrialBatch:
         seconds: float | None = None,
         ts: float | None = None,
     ) -> None:
+        if self._factors or self._categories is not None:
+            self._factors.clear()
+            self._categories = None
         self.model.append(model)
         self.question.append(question)
         self.trial.append(trial)
@@ -82,6 +103,35 @@ class TrialBatch:
         self.tokens.append(tokens)
         self.seconds.append(seconds)
         self.ts.append(ts)
+
+
+def one_trial(
+    run: str,
+    model: str,
+    question: str,
+    trial: str,
+    category: int,
+    prior: bool = False,
+    tokens: int | None = None,
+    seconds: float | None = None,
+    ts: float | None = None,
+) -> Batch:
+    """The batch :meth:`Store.apply_trial` stands for (stores without a faster way)."""
+    return Batch(
+        (
+            TrialBatch(
+                run,
+                [model],
+                [question],
+                [trial],
+                [category],
+                [prior],
+                [tokens],
+                [seconds],
+                [ts],
+            ),
+        )
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +284,38 @@ class LocalCounts:
         self._account(batch, previous)
         return previous
 
+    def record_trial(
+        self,
+        run: str,
+        model: str,
+        question: str,
+        trial: str,
+        category: int,
+        prior: bool,
+        tokens: int | None,
+        seconds: float | None,
+    ) -> int:
+        """:meth:`classify` of one trial; its previous category or ``NEW``."""
+        ledger = self._ledgers.get(run)
+        if ledger is None:
+            ledger = self._ledgers[run] = Ledger()
+        before = ledger.record(model, question, trial, prior, category)
+        totals = self.totals.get(run)
+        if totals is None:
+            totals = self.totals[run] = RunTotals()
+        if before == category:
+            totals.duplicates += 1
+        elif before == NEW:
+            totals.trials += 1
+            if tokens is not None or seconds is not None:
+                cost = self.costs.setdefault((run, model), CostTotals())
+                cost.trials += 1
+                cost.tokens += tokens or 0
+                cost.seconds += seconds or 0.0
+        else:
+            totals.corrections += 1
+        return before
+
     def rollback(self, batch: TrialBatch, previous: list[int]) -> None:
         """Reverse :meth:`classify` after a failed commit."""
         ledger = self._ledgers[batch.run]
@@ -281,19 +363,23 @@ class LocalCounts:
     @staticmethod
     def _classify_vectorized(ledger: Ledger, batch: TrialBatch) -> list[int]:
         previous = np.empty(len(batch), dtype=np.int64)
-        categories = np.asarray(batch.category, dtype=np.int64)
-        for (model, prior), chosen in group_indices(batch.model, batch.prior):
-            picked = chosen.tolist()
+        categories = batch.categories()
+        questions, trials = batch.factors("question"), batch.factors("trial")
+        for (model, prior), chosen in group_indices(batch):
             previous[chosen] = ledger.grid(model, prior).record_many(
-                [batch.question[i] for i in picked],
-                [batch.trial[i] for i in picked],
+                questions,
+                questions.codes[chosen],
+                trials,
+                trials.codes[chosen],
                 categories[chosen],
             )
         result: list[int] = previous.tolist()
         return result
 
     def _account(self, batch: TrialBatch, previous: list[int], sign: int = 1) -> None:
-        totals = self.totals.setdefault(batch.run, RunTotals())
+        totals = self.totals.get(batch.run)
+        if totals is None:
+            totals = self.totals[batch.run] = RunTotals()
         if len(batch) < VECTOR_THRESHOLD:
             for index, earlier in enumerate(previous):
                 if earlier == batch.category[index]:
@@ -305,7 +391,7 @@ class LocalCounts:
                     totals.corrections += sign
             return
         before = np.asarray(previous)
-        categories = np.asarray(batch.category)
+        categories = batch.categories()
         new = before == NEW
         duplicate = before == categories
         totals.trials += sign * int(np.count_nonzero(new))
@@ -360,11 +446,28 @@ class MemoryStore:
 
     def apply(self, batch: Batch) -> list[list[int]]:
         previous = [self._local.classify(trials) for trials in batch.trials]
-        self._local.count_dead_letters(batch.dead_letters)
-        self._dead_letters.extend(batch.dead_letters)
+        if batch.dead_letters:
+            self._local.count_dead_letters(batch.dead_letters)
+            self._dead_letters.extend(batch.dead_letters)
         if batch.cursor is not None:
             self._cursors[batch.cursor[0]] = batch.cursor[1]
         return previous
+
+    def apply_trial(
+        self,
+        run: str,
+        model: str,
+        question: str,
+        trial: str,
+        category: int,
+        prior: bool = False,
+        tokens: int | None = None,
+        seconds: float | None = None,
+        ts: float | None = None,
+    ) -> int:
+        return self._local.record_trial(
+            run, model, question, trial, category, prior, tokens, seconds
+        )
 
     def totals(self, run: str) -> RunTotals:
         return self._local.totals.get(run, RunTotals())
@@ -408,26 +511,26 @@ class MemoryStore:
 
 
 def group_indices(
-    models: Sequence[str], priors: Sequence[bool]
+    batch: TrialBatch,
 ) -> list[tuple[tuple[str, bool], NDArray[np.int64]]]:
     """Indices of a batch grouped by (model, prior), each group in batch order."""
-    size = len(models)
+    size = len(batch)
     if not size:
         return []
+    priors = batch.prior
     mixed_priors = priors.count(priors[0]) != size
-    if models.count(models[0]) == size and not mixed_priors:
-        return [((models[0], priors[0]), np.arange(size))]
-    names = list(dict.fromkeys(models))
-    model_codes = dict(zip(names, range(len(names)), strict=True))
-    codes = np.fromiter(map(model_codes.__getitem__, models), np.int64, size) * 2
+    if not mixed_priors and batch.model.count(batch.model[0]) == size:
+        return [((batch.model[0], priors[0]), np.arange(size))]
+    models = batch.factors("model")
+    codes = models.codes * 2
     if mixed_priors:
-        codes += np.fromiter(priors, np.int64, size)
+        codes = codes + np.fromiter(priors, np.int64, size)
     else:
-        codes += int(priors[0])
+        codes = codes + int(priors[0])
     order = np.argsort(codes, kind="stable")
     present, starts = np.unique(codes[order], return_index=True)
     groups = np.split(order, starts[1:])
     return [
-        ((names[code // 2], bool(code % 2)), group)
+        ((models.values[code // 2], bool(code % 2)), group)
         for code, group in zip(present.tolist(), groups, strict=True)
     ]

@@ -316,53 +316,86 @@ class CountTable:
         )
         self._apply_aggregated(uniques, aggregated, prior)
 
+    def add_counts(
+        self, questions: Sequence[Hashable], deltas: ArrayLike, *, prior: bool = False
+    ) -> None:
+        """Add count deltas per question and category; all or nothing.
+
+        Args:
+            questions: Distinct question ids, one per row of ``deltas``.
+            deltas: ``len(questions) x (C+1)`` integer changes (negative to
+                retract), e.g. a batch already summed per question.
+        """
+        block = _count_matrix(
+            deltas, (len(questions), self.category_count), "deltas", signed=True
+        )
+        if len(set(questions)) != len(questions):
+            raise ValueError("questions must be distinct")
+        self._apply_aggregated(list(questions), block, prior)
+
     def _apply_aggregated(
         self, questions: list[Hashable], deltas: NDArray[np.int64], prior: bool
     ) -> None:
-        new_questions = [q for q in questions if q not in self._rows]
-        for question, row_delta in zip(questions, deltas, strict=True):
-            if question not in self._rows and (row_delta < 0).any():
+        """Add a ``questions x categories`` block of deltas; all or nothing.
+
+        Checks first, then O(C) per question like :meth:`update`.
+        """
+        rows: list[int | None] = [self._rows.get(question) for question in questions]
+        table = self._prior if prior else self._observed
+        # Only rows with a retraction can fail the checks below.
+        for index in np.flatnonzero((deltas < 0).any(axis=1)).tolist():
+            row, question = rows[index], questions[index]
+            if row is None:
                 raise ValueError(
                     f"cannot retract a trial of unseen question {question!r}"
                 )
-        if (
-            self._declared_count is not None
-            and len(self._questions) + len(new_questions) > self._declared_count
-        ):
-            raise ValueError(
-                f"{len(self._questions) + len(new_questions)} distinct questions "
-                f"exceed question_count={self._declared_count}"
-            )
-        table = self._prior if prior else self._observed
-        for question, row_delta in zip(questions, deltas, strict=True):
-            row = self._rows.get(question)
-            if row is not None and any(
+            if any(
                 count + change < 0
-                for count, change in zip(table[row], row_delta.tolist(), strict=True)
+                for count, change in zip(
+                    table[row], deltas[index].tolist(), strict=True
+                )
             ):
                 raise ValueError(
                     f"a count on question {question!r} would become negative"
                 )
-        for question in new_questions:
-            self._add_row(question)
-        for question, row_delta in zip(questions, deltas.tolist(), strict=True):
-            row = self._rows[question]
+        new_count = rows.count(None)
+        if (
+            self._declared_count is not None
+            and len(self._questions) + new_count > self._declared_count
+        ):
+            raise ValueError(
+                f"{len(self._questions) + new_count} distinct questions "
+                f"exceed question_count={self._declared_count}"
+            )
+        scaled, means, variances = self._scaled, self._means, self._variances
+        mean_change = variance_change = 0.0
+        for question, row, row_delta in zip(
+            questions, rows, deltas.tolist(), strict=True
+        ):
+            if row is None:
+                row = self._add_row(question)
             counts, nu = table[row], self._nu[row]
             for category, change in enumerate(row_delta):
-                counts[category] += change
-                nu[category] += change
-        total = int(deltas.sum())
-        if prior:
-            self._prior_trial_count += total
-        else:
-            self._trial_count += total
-            self._rebuild_trials()
-        for question in questions:
-            row = self._rows[question]
-            self._means[row], self._variances[row] = row_term(
-                self._nu[row], self._scaled
-            )
-        self.resync()
+                if change:
+                    counts[category] += change
+                    nu[category] += change
+            trials = sum(row_delta)
+            if prior:
+                self._prior_trial_count += trials
+            elif trials:
+                self._trial_count += trials
+                self._move_trials(row, trials)
+            mean, variance = row_term(nu, scaled)
+            mean_change += mean - means[row]
+            variance_change += variance - variances[row]
+            means[row] = mean
+            variances[row] = variance
+        self._mean_sum += mean_change
+        self._variance_sum += variance_change
+        self._synced = False
+        self._resync_countdown -= len(questions)
+        if self._resync_countdown <= 0:
+            self.resync()
 
     def merge(self, other: CountTable) -> None:
         """Fold in another table's counts (e.g. a shard from another worker).
@@ -602,15 +635,16 @@ def _is_category(value: object, category_total: int) -> bool:
 
 
 def _count_matrix(
-    values: ArrayLike, shape: tuple[int, int], name: str
+    values: ArrayLike, shape: tuple[int, int], name: str, signed: bool = False
 ) -> NDArray[np.int64]:
+    """Integer counts of ``shape``; non-negative unless ``signed`` (deltas)."""
     array = np.asarray(values)
     if array.size == 0 and shape[0] == 0:
         return np.zeros(shape, dtype=np.int64)
     if array.shape != shape:
         raise ValueError(f"{name} must have shape {shape}; got {array.shape}")
     matrix = check.outcome_matrix(array, name)
-    if matrix.size and int(matrix.min()) < 0:
+    if not signed and matrix.size and int(matrix.min()) < 0:
         raise ValueError(f"{name} counts must be >= 0; got {int(matrix.min())}")
     return matrix
 
@@ -618,13 +652,11 @@ def _count_matrix(
 def _factorize(
     questions: Sequence[Hashable],
 ) -> tuple[NDArray[np.int64], list[Hashable]]:
-    index: dict[Hashable, int] = {}
-    codes = np.fromiter(
-        (index.setdefault(question, len(index)) for question in questions),
-        dtype=np.int64,
-        count=len(questions),
-    )
-    return codes, list(index)
+    """Codes into the distinct questions, which keep first-seen order."""
+    uniques = list(dict.fromkeys(questions))
+    index = dict(zip(uniques, range(len(uniques)), strict=True))
+    codes = np.fromiter(map(index.__getitem__, questions), np.int64, len(questions))
+    return codes, uniques
 
 
 def _integer_vector(values: ArrayLike, size: int, name: str) -> NDArray[np.int64]:

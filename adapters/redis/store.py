@@ -58,6 +58,7 @@ from monitor.store import (
     StoredEvent,
     StoredState,
     TrialBatch,
+    one_trial,
 )
 
 CHUNK_SIZE: Final = 2000
@@ -239,6 +240,22 @@ class RedisStore:
         # jump means another worker wrote in between (re-read next look).
         if version == self._versions.get(run, 0) + 1:
             self._versions[run] = version
+
+    def apply_trial(
+        self,
+        run: str,
+        model: str,
+        question: str,
+        trial: str,
+        category: int,
+        prior: bool = False,
+        tokens: int | None = None,
+        seconds: float | None = None,
+        ts: float | None = None,
+    ) -> int:
+        return self.apply(
+            one_trial(run, model, question, trial, category, prior, tokens, seconds, ts)
+        )[0][0]
 
     def totals(self, run: str) -> RunTotals:
         with _translated(f"read the totals of run {run!r}"):
