@@ -3,8 +3,8 @@
 Every :meth:`SqliteStore.apply` is one transaction holding the batch's new
 and corrected trials, the run totals, dead letters and the source cursor; it
 returns only after COMMIT (``synchronous=FULL`` by default: durable across a
-power loss, not just a crash). A restart reads the trial table back and
-rebuilds the exactly-once index and the counts.
+power loss, not just a crash). The trials are an append-only log: a
+restart replays it and rebuilds the exactly-once index and the counts.
 
 SQLite comes with Python, so this store lives beside the in-memory one in
 ``monitor`` (``Monitor(state=path)`` needs it) rather than in ``adapters``,
@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
+
 from monitor.errors import StoreError
 from monitor.schema import RunConfig
 from monitor.store import (
@@ -38,15 +40,14 @@ from monitor.store import (
     one_trial,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run TEXT PRIMARY KEY, config TEXT NOT NULL, declared INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS trials (
+CREATE TABLE IF NOT EXISTS trial_log (
     run TEXT NOT NULL, model TEXT NOT NULL, question TEXT NOT NULL,
     trial TEXT NOT NULL, prior INTEGER NOT NULL, category INTEGER NOT NULL,
-    tokens INTEGER, seconds REAL, ts REAL,
-    PRIMARY KEY (run, model, question, trial, prior)) WITHOUT ROWID;
+    tokens INTEGER, seconds REAL, ts REAL);
 CREATE TABLE IF NOT EXISTS totals (
     run TEXT PRIMARY KEY, trials INTEGER NOT NULL, duplicates INTEGER NOT NULL,
     corrections INTEGER NOT NULL, rejected INTEGER NOT NULL);
@@ -59,11 +60,19 @@ CREATE TABLE IF NOT EXISTS events (
     UNIQUE (run, kind, subject));
 CREATE TABLE IF NOT EXISTS cursors (name TEXT PRIMARY KEY, position TEXT NOT NULL);
 """
-_UPSERT_TRIAL = """
-INSERT INTO trials (run, model, question, trial, prior, category, tokens, seconds, ts)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (run, model, question, trial, prior)
-DO UPDATE SET category = excluded.category, ts = excluded.ts
+# The trial log is append-only: each new or corrected trial is one row, and
+# replaying it in order (the last row of a trial wins) rebuilds the ledger.
+# Appending costs a third of keeping one row per trial up to date in a
+# B-tree keyed on text ids, and stays flat as the log grows.
+_APPEND_TRIAL = """
+INSERT INTO trial_log (run, model, question, trial, prior, category, tokens,
+    seconds, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+_TRIAL_COLUMNS = "run, model, question, trial, prior, category, tokens, seconds, ts"
+# Version 1 kept one row per trial in ``trials``; it becomes the log's start.
+_MIGRATE_FROM_1 = f"""
+INSERT INTO trial_log ({_TRIAL_COLUMNS}) SELECT {_TRIAL_COLUMNS} FROM trials;
+DROP TABLE trials;
 """
 
 
@@ -102,9 +111,11 @@ class SqliteStore:
                 )
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute(f"PRAGMA synchronous={synchronous}")
-                self._db.executescript(_SCHEMA)
-                self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                self._create_or_migrate()
             self._db.execute("PRAGMA busy_timeout=5000")
+        except StoreError:
+            self._unlock()
+            raise
         except sqlite3.Error as exc:
             self._unlock()
             raise StoreError(f"cannot open state file {self._path}: {exc}") from exc
@@ -142,11 +153,11 @@ class SqliteStore:
         for trials in batch.trials:
             previous = self._local.classify(trials)
             classified.append((trials, previous))
-            rows.extend(
-                row
-                for row, before in zip(_trial_rows(trials), previous, strict=True)
-                if before != row[5]
-            )
+            changed = np.asarray(previous) != trials.categories()
+            if changed.all():
+                rows.extend(_trial_rows(trials))
+            elif changed.any():
+                rows.extend(itertools.compress(_trial_rows(trials), changed.tolist()))
         self._local.count_dead_letters(batch.dead_letters)
         runs = {trials.run for trials in batch.trials} | {
             letter.run for letter in batch.dead_letters if letter.run is not None
@@ -154,7 +165,7 @@ class SqliteStore:
 
         def write(db: sqlite3.Connection) -> None:
             if rows:
-                db.executemany(_UPSERT_TRIAL, rows)
+                db.executemany(_APPEND_TRIAL, rows)
             db.executemany(
                 "INSERT OR REPLACE INTO totals VALUES (?, ?, ?, ?, ?)",
                 [
@@ -285,6 +296,31 @@ class SqliteStore:
 
     # -- internals -----------------------------------------------------------
 
+    def _create_or_migrate(self) -> None:
+        db = self._db
+        (version,) = db.execute("PRAGMA user_version").fetchone()
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"state file {self._path} has schema version {version}; this "
+                f"scorio-monitor reads up to {SCHEMA_VERSION}"
+            )
+        old_trials = db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'trials'"
+        ).fetchone()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            # One transaction (executescript would commit on its own).
+            for statement in _statements(_SCHEMA):
+                db.execute(statement)
+            if old_trials is not None:
+                for statement in _statements(_MIGRATE_FROM_1):
+                    db.execute(statement)
+            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
     def _write(self, work: Callable[[sqlite3.Connection], object]) -> None:
         try:
             self._db.execute("BEGIN IMMEDIATE")
@@ -309,10 +345,16 @@ class SqliteStore:
                 state.declared.add(run)
             self._local.configure(run, len(config.weights))
         batches: dict[str, TrialBatch] = {}
-        for row in db.execute(
-            "SELECT run, model, question, trial, prior, category, tokens, "
-            "seconds, ts FROM trials"
-        ):
+        found = db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' "
+            "AND name IN ('trial_log', 'trials') ORDER BY name = 'trials'"
+        ).fetchone()
+        if found is None:
+            raise StoreError(f"{self._path} is not a scorio-monitor state file")
+        (log,) = found
+        # A read-only open of a version 1 file reads its table of trials.
+        order = " ORDER BY rowid" if log == "trial_log" else ""
+        for row in db.execute(f"SELECT {_TRIAL_COLUMNS} FROM {log}{order}"):
             run = row[0]
             if run not in batches:
                 batches[run] = TrialBatch(run)
@@ -364,8 +406,12 @@ class SqliteStore:
             self._lock_handle = None
 
 
+def _statements(script: str) -> list[str]:
+    return [part.strip() for part in script.split(";") if part.strip()]
+
+
 def _trial_rows(trials: TrialBatch) -> Iterator[tuple[object, ...]]:
-    """Rows of the trials table, in batch order (category at index 5)."""
+    """Rows of the trial log, in batch order."""
     return zip(
         itertools.repeat(trials.run),
         trials.model,

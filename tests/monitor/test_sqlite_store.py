@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping, Sequence
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -136,3 +137,88 @@ def test_dead_letters_keep_the_raw_input_and_reason(tmp_path: Path) -> None:
 def test_a_missing_state_file_cannot_be_read(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="no state file"):
         SqliteStore(tmp_path / "none.db", read_only=True)
+
+
+# The version 1 layout: one row per trial, kept up to date in place.
+VERSION_1_SCHEMA = """
+CREATE TABLE runs (run TEXT PRIMARY KEY, config TEXT NOT NULL,
+    declared INTEGER NOT NULL);
+CREATE TABLE trials (run TEXT NOT NULL, model TEXT NOT NULL,
+    question TEXT NOT NULL, trial TEXT NOT NULL, prior INTEGER NOT NULL,
+    category INTEGER NOT NULL, tokens INTEGER, seconds REAL, ts REAL,
+    PRIMARY KEY (run, model, question, trial, prior)) WITHOUT ROWID;
+CREATE TABLE totals (run TEXT PRIMARY KEY, trials INTEGER NOT NULL,
+    duplicates INTEGER NOT NULL, corrections INTEGER NOT NULL,
+    rejected INTEGER NOT NULL);
+CREATE TABLE dead_letters (id INTEGER PRIMARY KEY, run TEXT,
+    source TEXT NOT NULL, position INTEGER, reason TEXT NOT NULL,
+    raw TEXT NOT NULL, received_s REAL NOT NULL);
+CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, run TEXT NOT NULL,
+    kind TEXT NOT NULL, subject TEXT NOT NULL, payload TEXT NOT NULL,
+    ts REAL NOT NULL, UNIQUE (run, kind, subject));
+CREATE TABLE cursors (name TEXT PRIMARY KEY, position TEXT NOT NULL);
+PRAGMA user_version = 1;
+"""
+
+
+def version_1_file(path: Path) -> None:
+    """A state file as version 1 wrote it: trial 0 of q1 corrected to 0."""
+    with closing(sqlite3.connect(path)) as db, db:
+        db.executescript(VERSION_1_SCHEMA)
+        db.execute(
+            "INSERT INTO runs VALUES (?, ?, 0)",
+            ("r", RunConfig(run="r").model_dump_json()),
+        )
+        db.executemany(
+            "INSERT INTO trials VALUES ('r', ?, ?, ?, 0, ?, NULL, NULL, NULL)",
+            [("a", "1", "0", 0), ("a", "1", "1", 1), ("b", "2", "0", 1)],
+        )
+        db.execute("INSERT INTO totals VALUES ('r', 3, 4, 1, 0)")
+
+
+def test_a_version_1_state_file_is_migrated_to_the_trial_log(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    version_1_file(path)
+    with Monitor(path) as monitor:
+        status = monitor.status("r")
+        assert {m.model: m.trials for m in status.models} == {"a": 2, "b": 1}
+        assert (status.trials, status.duplicates, status.corrections) == (3, 4, 1)
+        report = monitor.ingest(
+            {"run": "r", "model": "a", "question": 1, "trial": 0, "category": 1}
+        )
+        assert report.corrections == 1
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (2,)
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+        assert "trials" not in tables
+        assert db.execute("SELECT count(*) FROM trial_log").fetchone() == (4,)
+    with Monitor(path) as again:
+        counts = again.store.counts("r")["a"]
+        assert dict(zip(counts.questions, counts.observed, strict=True)) == {
+            "1": [0, 2]
+        }
+
+
+def test_a_version_1_state_file_can_be_read_without_migrating(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.db"
+    version_1_file(path)
+    store = SqliteStore(path, read_only=True)
+    try:
+        assert store.load().totals["r"].trials == 3
+        assert store.counts("r")["b"].observed == [[0, 1]]
+    finally:
+        store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (1,)
+
+
+def test_a_newer_state_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    with closing(sqlite3.connect(path)) as db:
+        db.execute("PRAGMA user_version = 99")
+    with pytest.raises(StoreError, match="schema version 99"):
+        SqliteStore(path)
+    with pytest.raises(StoreError, match="schema version 99"):
+        SqliteStore(path)  # the first refusal released its lock
