@@ -426,15 +426,15 @@ class Monitor:
         touched = set()
         for batch, previous in zip(batches, previous_lists, strict=True):
             self._runs[batch.run].apply(batch, previous)
-            for category, before in zip(batch.category, previous, strict=True):
-                if before == category:
-                    duplicates += 1
-                elif before < 0:
-                    accepted += 1
-                else:
-                    corrections += 1
-            if previous:
-                touched.add(batch.run)
+            if not len(batch):
+                continue
+            touched.add(batch.run)
+            before = np.asarray(previous)
+            same = int(np.count_nonzero(before == batch.categories()))
+            new = int(np.count_nonzero(before == NEW))
+            duplicates += same
+            accepted += new
+            corrections += len(batch) - same - new
         if letters:
             touched.update(letter.run for letter in letters if letter.run is not None)
         for run in touched:

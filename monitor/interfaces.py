@@ -16,6 +16,7 @@ from monitor.store import (
     IngestReport,
     ModelCounts,
     PendingEvent,
+    Previous,
     RunTotals,
     StoredEvent,
     StoredState,
@@ -64,7 +65,7 @@ class Store(Protocol):
         """Persist a run's configuration; ``declared`` unless auto-created."""
         ...
 
-    def apply(self, batch: Batch) -> list[list[int]]:
+    def apply(self, batch: Batch) -> list[Previous]:
         """Classify and persist a batch atomically; previous category per trial.
 
         Returns, for each of the batch's trial batches, one entry per trial:

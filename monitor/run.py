@@ -20,7 +20,13 @@ from monitor.decisions import Standing, build_rule
 from monitor.ledger import NEW
 from monitor.rubrics import RUBRICS
 from monitor.schema import MAX_ID_LENGTH, RejectionKind, RunConfig, TrialEvent
-from monitor.store import VECTOR_THRESHOLD, ModelCounts, TrialBatch, group_indices
+from monitor.store import (
+    VECTOR_THRESHOLD,
+    ModelCounts,
+    Previous,
+    TrialBatch,
+    group_indices,
+)
 from scorio_core import CountTable
 from scorio_core.posterior import clipped_interval, z_value
 from scorio_core.stopping import StoppingRule
@@ -250,7 +256,7 @@ class RunState:
         new_questions.add(question)
         return None
 
-    def apply(self, batch: TrialBatch, previous: list[int]) -> None:
+    def apply(self, batch: TrialBatch, previous: Previous) -> None:
         """Move the counts as the store classified each trial of the batch."""
         if len(previous) == 1:
             self._apply_one(batch, previous[0])
@@ -323,7 +329,7 @@ class RunState:
         elif tokens is not None or seconds is not None:
             self._add_cost(model, tokens, seconds)
 
-    def _apply_vectorized(self, batch: TrialBatch, previous: list[int]) -> None:
+    def _apply_vectorized(self, batch: TrialBatch, previous: Previous) -> None:
         before = np.asarray(previous)
         categories = batch.categories()
         changed = before != categories

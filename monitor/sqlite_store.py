@@ -33,6 +33,7 @@ from monitor.store import (
     LocalCounts,
     ModelCounts,
     PendingEvent,
+    Previous,
     RunTotals,
     StoredEvent,
     StoredState,
@@ -145,10 +146,10 @@ class SqliteStore:
             )
         )
 
-    def apply(self, batch: Batch) -> list[list[int]]:
+    def apply(self, batch: Batch) -> list[Previous]:
         if self._read_only:
             raise StoreError(f"state file {self._path} is open read-only")
-        classified: list[tuple[TrialBatch, list[int]]] = []
+        classified: list[tuple[TrialBatch, Previous]] = []
         rows: list[tuple[object, ...]] = []
         for trials in batch.trials:
             previous = self._local.classify(trials)

@@ -27,6 +27,10 @@ from monitor.schema import Rejection, RunConfig
 
 JsonValue = str | int | float | bool | None | list["JsonValue"] | dict[str, "JsonValue"]
 
+# Previous categories of a batch's trials, as a store's apply returns them:
+# a list, or an array when the batch was classified with NumPy.
+Previous = list[int] | NDArray[np.int64]
+
 # Batches up to this size are classified trial by trial: below it, NumPy's
 # per-call overhead costs more than the loop.
 VECTOR_THRESHOLD = 32
@@ -262,11 +266,12 @@ class LocalCounts:
         """Record the run's ``C+1`` (count rows are that wide)."""
         self._widths[run] = category_count
 
-    def classify(self, batch: TrialBatch) -> list[int]:
+    def classify(self, batch: TrialBatch) -> Previous:
         """Record every trial of the batch; previous category per trial."""
         ledger = self._ledgers.get(batch.run)
         if ledger is None:
             ledger = self._ledgers[batch.run] = Ledger()
+        previous: Previous
         if len(batch) < VECTOR_THRESHOLD:
             previous = [
                 ledger.record(model, question, trial, prior, category)
@@ -316,12 +321,12 @@ class LocalCounts:
             totals.corrections += 1
         return before
 
-    def rollback(self, batch: TrialBatch, previous: list[int]) -> None:
+    def rollback(self, batch: TrialBatch, previous: Previous) -> None:
         """Reverse :meth:`classify` after a failed commit."""
         ledger = self._ledgers[batch.run]
         for index in reversed(range(len(batch))):
             ledger.grid(batch.model[index], batch.prior[index]).restore(
-                batch.question[index], batch.trial[index], previous[index]
+                batch.question[index], batch.trial[index], int(previous[index])
             )
         self._account(batch, previous, sign=-1)
 
@@ -361,7 +366,7 @@ class LocalCounts:
         return sorted(self._ledgers)
 
     @staticmethod
-    def _classify_vectorized(ledger: Ledger, batch: TrialBatch) -> list[int]:
+    def _classify_vectorized(ledger: Ledger, batch: TrialBatch) -> NDArray[np.int64]:
         previous = np.empty(len(batch), dtype=np.int64)
         categories = batch.categories()
         questions, trials = batch.factors("question"), batch.factors("trial")
@@ -373,10 +378,9 @@ class LocalCounts:
                 trials.codes[chosen],
                 categories[chosen],
             )
-        result: list[int] = previous.tolist()
-        return result
+        return previous
 
-    def _account(self, batch: TrialBatch, previous: list[int], sign: int = 1) -> None:
+    def _account(self, batch: TrialBatch, previous: Previous, sign: int = 1) -> None:
         totals = self.totals.get(batch.run)
         if totals is None:
             totals = self.totals[batch.run] = RunTotals()
@@ -444,7 +448,7 @@ class MemoryStore:
             self._declared.add(config.run)
         self._local.configure(config.run, len(config.weights))
 
-    def apply(self, batch: Batch) -> list[list[int]]:
+    def apply(self, batch: Batch) -> list[Previous]:
         previous = [self._local.classify(trials) for trials in batch.trials]
         if batch.dead_letters:
             self._local.count_dead_letters(batch.dead_letters)

@@ -54,6 +54,7 @@ from monitor.store import (
     JsonValue,
     ModelCounts,
     PendingEvent,
+    Previous,
     RunTotals,
     StoredEvent,
     StoredState,
@@ -188,7 +189,7 @@ class RedisStore:
             pipe.sadd(self._runs, config.run)
             pipe.execute()
 
-    def apply(self, batch: Batch) -> list[list[int]]:
+    def apply(self, batch: Batch) -> list[Previous]:
         for trials in batch.trials:
             _check_trials(trials)
         with _translated("apply a batch"):
@@ -210,7 +211,7 @@ class RedisStore:
             if batch.cursor is not None:
                 pipe.hset(keys.cursors(self._prefix), batch.cursor[0], batch.cursor[1])
             replies = pipe.execute() if len(pipe) else []
-        previous: list[list[int]] = []
+        previous: list[Previous] = []
         for trials, calls in zip(batch.trials, positions, strict=True):
             answers: list[int] = []
             for call in calls:

@@ -8,7 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import scorio.eval as oracle
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scorio_core import CountTable, posterior_from_counts
@@ -239,6 +239,34 @@ def test_update_many_equals_one_update_at_a_time() -> None:
     many.update_many(questions, categories)
     assert (many.mu, many.sigma) == pytest.approx((one.mu, one.sigma), abs=TOLERANCE)
     assert many.trial_count == 500
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    weights=st.sampled_from([[0.0, 1.0], [0.0, 0.2, 1.0], [-1.0, 0.5, 0.25, 2.0]]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_batch_and_trial_paths_agree_to_the_last_bit(
+    weights: list[float], seed: int
+) -> None:
+    """Statuses must not depend on how trials were grouped into calls."""
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(1, 300))
+    questions = [f"q{i}" for i in rng.integers(0, 40, size=size)]
+    categories = rng.integers(0, len(weights), size=size)
+    one, many = CountTable(weights, 40), CountTable(weights, 40)
+    for question, category in zip(questions, categories, strict=True):
+        one.update(question, int(category))
+    split = int(rng.integers(0, size + 1))
+    many.update_many(questions[:split], categories[:split])
+    for question, category in zip(questions[split:], categories[split:], strict=True):
+        many.update(question, int(category))
+    rebuilt = CountTable.from_state(
+        weights, one.questions, one.observed_counts, question_count=40
+    )
+    for table in (one, many, rebuilt):
+        table.resync()
+    assert (many.mu, many.sigma) == (one.mu, one.sigma) == (rebuilt.mu, rebuilt.sigma)
 
 
 def test_avg_matches_scorio_on_rectangular_data() -> None:
