@@ -10,6 +10,7 @@ ingest call (at most every ``look_interval_s``) and on every status or plan.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -181,10 +182,12 @@ class Monitor:
         if type(events) is dict or isinstance(events, Mapping | TrialEvent):
             return self._ingest_one(parse_object(events, source, 0), source)
         items: Iterable[EventInput] = events
-        parsed = [
+        # Parsed one by one as the loop consumes them: a parsed event is
+        # garbage once counted, which spares the collector.
+        parsed = (
             parse_object(item, source, position) for position, item in enumerate(items)
-        ]
-        return self.ingest_parsed(parsed, source=source, positions=range(len(parsed)))
+        )
+        return self.ingest_parsed(parsed, source=source, positions=itertools.count())
 
     def _ingest_one(self, item: Parsed, source: str) -> IngestReport:
         """One trial, the common case of a harness reporting as it goes.
@@ -250,29 +253,41 @@ class Monitor:
 
     def ingest_parsed(
         self,
-        items: Sequence[Parsed],
+        items: Iterable[Parsed],
         *,
-        source: str | Sequence[str] = "",
-        positions: Sequence[int | None] | None = None,
+        source: str | Iterable[str] = "",
+        positions: Iterable[int | None] | None = None,
         cursor: tuple[str, str] | None = None,
     ) -> IngestReport:
         """Count parsed items; rejections are dead-lettered, never counted.
 
         ``source`` (one for all, or one per item) and ``positions`` (e.g. line
-        numbers, one per item) locate rejections for the user. ``cursor``
+        numbers, one per item) locate rejections for the user; ``items`` may
+        be consumed lazily. ``cursor``
         (name, position) is committed atomically with the trials, so a source
         resuming from it neither skips nor repeats.
         """
-        where = list(positions) if positions is not None else [None] * len(items)
-        origins = [source] * len(items) if isinstance(source, str) else list(source)
+        where = positions if positions is not None else itertools.repeat(None)
+        origins = itertools.repeat(source) if isinstance(source, str) else source
         now = self._clock()
         batches: dict[str, TrialBatch] = {}
         letters: list[DeadLetter] = []
         rejections: list[Rejection] = []
         new_questions: dict[str, set[str]] = {}
-        for item, position, origin in zip(items, where, origins, strict=True):
-            if isinstance(item, Trial):
-                state = self._runs.get(item.run) or self._run_for_event(item.run)
+        # The run of the previous trial and what goes with it: batches are
+        # mostly of one run, so the lookups happen once.
+        run: str | None = None
+        state: RunState | None = None
+        batch: TrialBatch | None = None
+        seen: set[str] = set()
+        # Not strict: positions and sources may be endless (repeat, count).
+        for item, position, origin in zip(items, where, origins, strict=False):
+            if type(item) is Trial:
+                if item.run != run:
+                    run = item.run
+                    state = self._runs.get(run) or self._run_for_event(run)
+                    batch = batches.get(run)
+                    seen = new_questions.setdefault(run, set())
                 if (
                     state is not None
                     and state.refusal(
@@ -280,70 +295,67 @@ class Monitor:
                         item.question,
                         item.category,
                         item.from_correct,
-                        new_questions.setdefault(item.run, set()),
+                        seen,
                     )
                     is None
                 ):
-                    batch = batches.get(item.run)
                     if batch is None:
-                        batch = batches[item.run] = TrialBatch(item.run)
-                    batch.append(
-                        item.model,
-                        item.question,
-                        item.trial,
-                        item.category,
-                        item.prior,
-                        item.tokens,
-                        item.seconds,
-                        item.ts,
-                    )
+                        batch = batches[run] = TrialBatch(run)
+                    batch.append(*item[1:9])
                     continue
                 # Refused: the full event words the rejection.
-                item = TrialEvent.model_validate({**item.raw, "run": item.run})
-            if isinstance(item, Rejection):
-                rejections.append(item)
+                parsed: Parsed = TrialEvent.model_validate(
+                    {**item.raw, "run": item.run}
+                )
+            else:
+                parsed = item
+            if isinstance(parsed, Rejection):
+                rejections.append(parsed)
                 # Count it against the run it named, if that run exists.
                 known = (
-                    item.run
-                    if item.run is not None and item.run in self._runs
+                    parsed.run
+                    if parsed.run is not None and parsed.run in self._runs
                     else None
                 )
-                letters.append(_dead_letter(item, known, now))
+                letters.append(_dead_letter(parsed, known, now))
                 continue
-            state = self._run_for_event(item.run)
+            assert isinstance(parsed, TrialEvent)  # a Trial was handled above
+            event = parsed
+            event_state = self._run_for_event(event.run)
             problem: Refusal | None = None
-            if state is None:
-                problem = ("unknown_run", self._unknown_run_reason(item.run))
-            elif item.outcome < 0:
-                resolved = state.classified(item)
+            if event_state is None:
+                problem = ("unknown_run", self._unknown_run_reason(event.run))
+            elif event.outcome < 0:
+                resolved = event_state.classified(event)
                 if isinstance(resolved, TrialEvent):
-                    item = resolved
+                    event = resolved
                 else:
                     problem = resolved
-            if state is not None and problem is None:
-                problem = state.rejection(
-                    item, new_questions.setdefault(item.run, set())
+            if event_state is not None and problem is None:
+                problem = event_state.rejection(
+                    event, new_questions.setdefault(event.run, set())
                 )
             if problem is not None:
-                rejection = _event_rejection(item, problem, origin, position)
+                rejection = _event_rejection(event, problem, origin, position)
                 rejections.append(rejection)
                 letters.append(
-                    _dead_letter(rejection, None if state is None else item.run, now)
+                    _dead_letter(
+                        rejection, None if event_state is None else event.run, now
+                    )
                 )
                 continue
-            batch = batches.get(item.run)
-            if batch is None:
-                batch = batches[item.run] = TrialBatch(item.run)
-            cost = item.cost
-            batch.append(
-                item.model,
-                item.question,
-                item.trial,
-                item.outcome,
-                item.prior,
+            cost = event.cost
+            event_batch = batches.get(event.run) or TrialBatch(event.run)
+            batches[event.run] = event_batch
+            event_batch.append(
+                event.model,
+                event.question,
+                event.trial,
+                event.outcome,
+                event.prior,
                 None if cost is None else cost.tokens,
                 None if cost is None else cost.seconds,
-                item.ts if isinstance(item.ts, float | int) else None,
+                event.ts if isinstance(event.ts, float | int) else None,
             )
         return self._commit(list(batches.values()), letters, rejections, cursor, now)
 

@@ -7,10 +7,11 @@ raises on bad input: it returns a :class:`Rejection` instead.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final, NamedTuple
 
 from pydantic import ValidationError
@@ -43,6 +44,11 @@ class Trial(NamedTuple):
 
 
 Parsed = Trial | TrialEvent | Rejection
+
+# Twice as fast as Trial(...), which goes through a Python-level __new__.
+_new_trial: Callable[[tuple[object, ...]], Trial] = functools.partial(
+    tuple.__new__, Trial
+)
 
 _CONTROL = re.compile(r"[\x00-\x1f]")
 # Ids seen before and found valid: most inputs repeat a few runs, models,
@@ -180,18 +186,20 @@ def plain_trial(value: dict[str, object], run: str | None = None) -> Trial | Non
             seconds = _finite_float(seconds)
             if seconds is None or seconds < 0.0:
                 return None
-    return Trial(
-        run_id,
-        model_id,
-        question_id,
-        trial_id,
-        outcome,
-        prior,
-        tokens,
-        seconds,
-        ts,
-        category is None,
-        value,
+    return _new_trial(
+        (
+            run_id,
+            model_id,
+            question_id,
+            trial_id,
+            outcome,
+            prior,
+            tokens,
+            seconds,
+            ts,
+            category is None,
+            value,
+        )
     )
 
 
