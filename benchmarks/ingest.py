@@ -10,7 +10,8 @@ the stopping rule for 20 models; that one-off is reported as ``*_setup_s``.
 - one at a time: `Monitor().ingest(event)` per trial, in memory.
 - batched: `Monitor().ingest(events)` with 10,000 events per call, in memory.
 - columns: `Monitor().ingest_columns(...)`, the bulk path (results files,
-  npz), 100,000 trials per call, in memory.
+  npz), 100,000 trials per call, in memory; question and trial ids as
+  integer arrays (as results files give them), and as text ("text ids").
 - durable: the dict batches into the SQLite store (WAL, synchronous=FULL:
   each batch is on disk, fsync'd, before the call returns).
 - status refresh: one `status()` after a trial changed, for 50 models x
@@ -23,11 +24,12 @@ import argparse
 import json
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+from numpy.typing import NDArray
 
 from monitor import Monitor, RunConfig
 
@@ -110,12 +112,21 @@ def batched(
         return timed(ingest_all, len(stream), warm)
 
 
-def columns(stream: list[dict[str, object]], batch: int, warm: int) -> Rates:
-    """The same trials as columns, ``batch`` per call."""
+def columns(
+    stream: list[dict[str, object]], batch: int, warm: int, text_ids: bool
+) -> Rates:
+    """The same trials as columns, ``batch`` per call.
+
+    Question and trial ids as integer arrays (as a results file gives them)
+    or, with ``text_ids``, as lists of strings.
+    """
     model = [str(event["model"]) for event in stream]
-    question = [str(event["question"]) for event in stream]
-    trial = [str(event["trial"]) for event in stream]
+    question = np.array([int(str(event["question"])) for event in stream])
+    trial = np.array([int(str(event["trial"])) for event in stream])
     category = np.array([int(bool(event["correct"])) for event in stream])
+    ids: tuple[Sequence[str] | NDArray[np.int64], ...] = (question, trial)
+    if text_ids:
+        ids = (question.astype(str).tolist(), trial.astype(str).tolist())
     monitor = configured()
 
     def ingest_all(part: slice) -> None:
@@ -124,8 +135,8 @@ def columns(stream: list[dict[str, object]], batch: int, warm: int) -> Rates:
             monitor.ingest_columns(
                 "bench",
                 model[window],
-                question[window],
-                trial[window],
+                ids[0][window],
+                ids[1][window],
                 category[window],
             )
 
@@ -182,7 +193,8 @@ def main() -> None:
         measured = {
             "one_at_a_time": one_at_a_time(single, len(single) // 10),
             "batched_memory": batched(stream, None, 10_000, warm),
-            "columns_memory": columns(stream, 100_000, warm),
+            "columns_memory": columns(stream, 100_000, warm, text_ids=False),
+            "columns_text_ids_memory": columns(stream, 100_000, warm, text_ids=True),
             "durable_sqlite": batched(stream, Path(folder) / "bench.db", 10_000, warm),
         }
     for name, rates in measured.items():

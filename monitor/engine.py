@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 from pydantic import ValidationError
 
 from monitor.allocation import plan
@@ -27,13 +27,14 @@ from monitor.decisions import RunDecision, decide
 from monitor.errors import ConfigError, UnknownRunError
 from monitor.events import pending_events
 from monitor.interfaces import Store
-from monitor.ledger import NEW
+from monitor.ledger import NEW, Factors
 from monitor.parsing import (
     Parsed,
     Trial,
     describe_validation_error,
     parse_object,
     parse_payload,
+    plain_trial,
 )
 from monitor.run import Refusal, RunState
 from monitor.schema import (
@@ -179,7 +180,13 @@ class Monitor:
         self, events: EventInput | Iterable[EventInput], *, source: str = "python"
     ) -> IngestReport:
         """Count trial events (one mapping or an iterable of them)."""
-        if type(events) is dict or isinstance(events, Mapping | TrialEvent):
+        if type(events) is dict:
+            # The common case first, without the wrapper's checks.
+            trial = plain_trial(events)
+            return self._ingest_one(
+                trial if trial is not None else parse_object(events, source, 0), source
+            )
+        if isinstance(events, Mapping | TrialEvent):
             return self._ingest_one(parse_object(events, source, 0), source)
         items: Iterable[EventInput] = events
         # Parsed one by one as the loop consumes them: a parsed event is
@@ -194,28 +201,29 @@ class Monitor:
 
         The same steps as :meth:`ingest_parsed` without its batch bookkeeping.
         """
-        if not isinstance(item, Trial):
+        if type(item) is not Trial:
             return self.ingest_parsed([item], source=source, positions=(0,))
-        state = self._runs.get(item.run)
+        (
+            run,
+            model,
+            question,
+            trial,
+            category,
+            prior,
+            tokens,
+            seconds,
+            ts,
+            from_correct,
+            _,
+        ) = item
+        state = self._runs.get(run)
         if (
             state is None
-            or state.refusal(
-                item.model, item.question, item.category, item.from_correct, set()
-            )
-            is not None
+            or state.refusal(model, question, category, from_correct, set()) is not None
         ):
             return self.ingest_parsed([item], source=source, positions=(0,))
-        run, model, question, category, prior, tokens, seconds = (
-            item.run,
-            item.model,
-            item.question,
-            item.category,
-            item.prior,
-            item.tokens,
-            item.seconds,
-        )
         before = self._store.apply_trial(
-            run, model, question, item.trial, category, prior, tokens, seconds, item.ts
+            run, model, question, trial, category, prior, tokens, seconds, ts
         )
         state.apply_trial(model, question, category, prior, before, tokens, seconds)
         outcome = (
@@ -225,7 +233,10 @@ class Monitor:
             if before == NEW
             else (0, 0, 1)
         )
-        self._mark_dirty(run)
+        self._dirty.add(run)  # _mark_dirty, inline on this path
+        due = self._last_look.get(run, -math.inf) + self._look_interval_s
+        if due < self._next_look:
+            self._next_look = due
         now = self._clock()
         fired = self._look_dirty(now, force=False) if now >= self._next_look else []
         if fired:
@@ -363,8 +374,8 @@ class Monitor:
         self,
         run: str,
         model: Sequence[str],
-        question: Sequence[str | int],
-        trial: Sequence[str | int],
+        question: Sequence[str | int] | NDArray[np.integer],
+        trial: Sequence[str | int] | NDArray[np.integer],
         category: ArrayLike,
         *,
         prior: ArrayLike | None = None,
@@ -373,7 +384,9 @@ class Monitor:
 
         Validation is by column (types, category range, declared models and
         questions); a bad column rejects the whole call with ``ValueError``,
-        a bad row is dead-lettered like any other rejected input.
+        a bad row is dead-lettered like any other rejected input. Integer
+        question and trial ids given as NumPy arrays (results files) are
+        the fastest: their distinct values are found in C.
         """
         state = self._run_for_event(run)
         if state is None:
@@ -396,16 +409,30 @@ class Monitor:
             if prior is None
             else np.asarray(prior, dtype=bool).reshape(size)
         )
+        questions, question_factors = _id_column(question)
+        trials, trial_factors = _id_column(trial)
+        category_array = categories.astype(np.int64)
         batch = TrialBatch(
             run,
             model=list(map(str, model)),
-            question=list(map(str, question)),
-            trial=list(map(str, trial)),
-            category=categories.astype(np.int64).tolist(),
+            question=questions,
+            trial=trials,
+            category=category_array.tolist(),
             prior=priors.tolist(),
             tokens=[None] * size,
             seconds=[None] * size,
             ts=[None] * size,
+        )
+        batch.preset(
+            category_array,
+            {
+                name: factors
+                for name, factors in (
+                    ("question", question_factors),
+                    ("trial", trial_factors),
+                )
+                if factors is not None
+            },
         )
         now = self._clock()
         bad = state.column_problems(batch)
@@ -691,6 +718,18 @@ def _validated_config(values: Mapping[str, object]) -> RunConfig:
         raise ConfigError(
             f"invalid run config: {describe_validation_error(exc)}"
         ) from exc
+
+
+def _id_column(
+    values: Sequence[str | int] | NDArray[np.integer],
+) -> tuple[list[str], Factors | None]:
+    """Ids as text, and their factors when NumPy can find them cheaply."""
+    if isinstance(values, np.ndarray) and np.issubdtype(values.dtype, np.integer):
+        distinct, codes = np.unique(values.reshape(-1), return_inverse=True)
+        texts = [str(value) for value in distinct.tolist()]
+        column: list[str] = np.array(texts, dtype=object)[codes].tolist()
+        return column, Factors(texts, codes.astype(np.int64))
+    return list(map(str, values)), None
 
 
 def _row_text(batch: TrialBatch, index: int) -> str:

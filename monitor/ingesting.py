@@ -176,8 +176,8 @@ def ingest_matrix(
                 monitor.ingest_columns(
                     matrix.run,
                     [model] * size,
-                    np.repeat(np.arange(first, last), trial_count).tolist(),
-                    np.tile(np.arange(trial_count), last - first).tolist(),
+                    np.repeat(np.arange(first, last), trial_count),
+                    np.tile(np.arange(trial_count), last - first),
                     per_model[first:last].reshape(size),
                 )
             )

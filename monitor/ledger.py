@@ -8,10 +8,11 @@ another one (a correction).
 
 Layout: per (model, namespace) a grid of categories, one row per question
 and one column per distinct trial id (ids are strings; "0".."79" become 80
-columns shared by all questions), ``-1`` where no trial was seen. Fifty
-models x 1,000 questions x 80 trials take 8 MB. A model whose trial ids are
-all distinct (say UUIDs) would grow a column per trial, so past
-``MAX_COLUMNS`` further ids go to a dict instead.
+columns shared by all questions), ``-1`` where no trial was seen. Rows and
+columns are numbered once per run, for all its grids, so a batch looks each
+id up once. Fifty models x 1,000 questions x 80 trials take 8 MB. A run
+whose trial ids are all distinct (say UUIDs) would grow a column per trial,
+so past ``MAX_COLUMNS`` further ids go to a dict instead.
 
 Batches are classified with NumPy in one pass, with the same answers a
 trial-by-trial loop gives: within a batch, a repeat is compared with the
@@ -20,7 +21,7 @@ delivery before it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -33,13 +34,14 @@ MAX_COLUMNS: Final = 4096
 
 @dataclass(frozen=True, slots=True)
 class Factors:
-    """A column's distinct values (first-seen order) and each entry's code."""
+    """A column's distinct values and each entry's code (its index in them)."""
 
     values: list[str]
     codes: NDArray[np.int64]
 
     @classmethod
     def of(cls, column: Sequence[str]) -> Factors:
+        """Values in first-seen order."""
         values = list(dict.fromkeys(column))
         index = dict(zip(values, range(len(values)), strict=True))
         codes = np.fromiter(map(index.__getitem__, column), np.int64, len(column))
@@ -51,14 +53,19 @@ class Factors:
 
 
 class TrialGrid:
-    """Categories of one model's trials in one namespace."""
+    """Categories of one model's trials in one namespace.
 
-    __slots__ = ("_cells", "_columns", "_overflow", "_rows", "_size", "_view")
+    Rows and columns are the run's (shared by every grid of its ledger);
+    a grid's array grows to cover the ones its own trials use.
+    """
 
-    def __init__(self) -> None:
-        self._rows: dict[str, int] = {}
-        self._columns: dict[str, int] = {}
+    __slots__ = ("_cells", "_columns", "_overflow", "_rows", "_shape", "_size", "_view")
+
+    def __init__(self, rows: dict[str, int], columns: dict[str, int]) -> None:
+        self._rows = rows
+        self._columns = columns
         self._cells = np.full((8, 8), NEW, dtype=np.int16)
+        self._shape = (8, 8)
         # Trial-at-a-time access goes through a memoryview: a fifth of the
         # cost of NumPy scalar indexing.
         self._view = self._cells.data
@@ -74,11 +81,13 @@ class TrialGrid:
         row = self._rows.get(question)
         column = self._columns.get(trial)
         if row is None or column is None:
-            row, column = self._cell(question, trial)
+            row, column = _cell(self._rows, self._columns, question, trial)
         if column < 0:
             previous = self._overflow.get((question, trial), NEW)
             self._overflow[(question, trial)] = category
         else:
+            if row >= self._shape[0] or column >= self._shape[1]:
+                self._cover(row, column)
             previous = self._view[row, column]
             self._view[row, column] = category
         if previous == NEW:
@@ -87,46 +96,34 @@ class TrialGrid:
 
     def restore(self, question: str, trial: str, category: int) -> None:
         """Put back a previous value (``NEW`` erases) after a failed commit."""
-        row, column = self._cell(question, trial)
+        row, column = _cell(self._rows, self._columns, question, trial)
         if column < 0:
             previous = self._overflow.pop((question, trial), NEW)
             if category != NEW:
                 self._overflow[(question, trial)] = category
         else:
+            self._cover(row, column)
             previous = self._view[row, column]
             self._view[row, column] = category
         self._size += (category != NEW) - (previous != NEW)
 
     def record_many(
         self,
-        questions: Factors,
-        question_codes: NDArray[np.int64],
-        trials: Factors,
-        trial_codes: NDArray[np.int64],
+        rows: NDArray[np.int64],
+        columns: NDArray[np.int64],
         categories: NDArray[np.int64],
+        ids: Callable[[int], tuple[str, str]],
     ) -> NDArray[np.int64]:
         """Record a batch in order; previous category (or ``NEW``) per trial.
 
-        Questions and trials come factorized: ids are looked up once per
-        distinct value, not once per trial.
+        ``rows`` and ``columns`` come from :meth:`Ledger.cells`; a column of
+        -1 (past ``MAX_COLUMNS``) is recorded by its ``ids(index)``.
         """
-        row_of = np.zeros(len(questions.values), dtype=np.int64)
-        for code in questions.present(question_codes).tolist():
-            row_of[code] = self._cell(questions.values[code], None)[0]
-        column_of = np.full(len(trials.values), -1, dtype=np.int64)
-        for code in trials.present(trial_codes).tolist():
-            column_of[code] = self._cell(None, trials.values[code])[1]
-        rows = row_of[question_codes]
-        columns = column_of[trial_codes]
         previous = np.empty(len(rows), dtype=np.int64)
         dense = columns >= 0
         if not dense.all():
             for index in np.flatnonzero(~dense).tolist():
-                previous[index] = self.record(
-                    questions.values[question_codes[index]],
-                    trials.values[trial_codes[index]],
-                    int(categories[index]),
-                )
+                previous[index] = self.record(*ids(index), int(categories[index]))
         if dense.any():
             previous[dense] = self._record_dense(
                 rows[dense], columns[dense], categories[dense]
@@ -134,24 +131,16 @@ class TrialGrid:
         return previous
 
     def counts(self, width: int) -> tuple[list[str], NDArray[np.int64]]:
-        """Questions (row order) and their per-category counts."""
+        """Questions this grid holds trials of (row order), counts per category."""
         questions = list(self._rows)
         cells = self._cells[: len(questions)]
         counts = np.zeros((len(questions), width), dtype=np.int64)
         for category in range(width):
-            counts[:, category] = (cells == category).sum(axis=1)
+            counts[: cells.shape[0], category] = (cells == category).sum(axis=1)
         for (question, _), category in self._overflow.items():
             counts[self._rows[question], category] += 1
-        return questions, counts
-
-    def items(self) -> Iterator[tuple[str, str, int]]:
-        """Every recorded (question, trial, category)."""
-        trial_ids = list(self._columns)
-        for question, row in self._rows.items():
-            for column in np.flatnonzero(self._cells[row, : len(trial_ids)] != NEW):
-                yield question, trial_ids[column], int(self._cells[row, column])
-        for (question, trial), category in self._overflow.items():
-            yield question, trial, category
+        used = np.flatnonzero(counts.any(axis=1))
+        return [questions[row] for row in used.tolist()], counts[used]
 
     def _record_dense(
         self,
@@ -159,6 +148,7 @@ class TrialGrid:
         columns: NDArray[np.int64],
         categories: NDArray[np.int64],
     ) -> NDArray[np.int64]:
+        self._cover(int(rows.max()), int(columns.max()))
         keys = rows * self._cells.shape[1] + columns
         order = np.argsort(keys, kind="stable")
         sorted_keys = keys[order]
@@ -178,47 +168,33 @@ class TrialGrid:
         previous[order] = previous_sorted
         return previous
 
-    def _cell(self, question: str | None, trial: str | None) -> tuple[int, int]:
-        """Row and column of a trial, added if new (a column is -1 past the limit).
-
-        ``None`` for either skips it (used to add rows or columns alone).
-        """
-        row = -1
-        if question is not None:
-            found = self._rows.get(question)
-            if found is None:
-                found = self._rows[question] = len(self._rows)
-                if found >= self._cells.shape[0]:
-                    self._grow(rows=2 * self._cells.shape[0])
-            row = found
-        if trial is None:
-            return row, -1
-        column = self._columns.get(trial)
-        if column is None:
-            if len(self._columns) >= MAX_COLUMNS:
-                return row, -1
-            column = self._columns[trial] = len(self._columns)
-            if column >= self._cells.shape[1]:
-                self._grow(columns=2 * self._cells.shape[1])
-        return row, column
-
-    def _grow(self, rows: int | None = None, columns: int | None = None) -> None:
+    def _cover(self, row: int, column: int) -> None:
+        """Grow the array (doubling) until it has this row and column."""
+        rows, columns = self._shape
+        if row < rows and column < columns:
+            return
+        while rows <= row:
+            rows *= 2
+        while columns <= column:
+            columns *= 2
         old = self._cells
-        new = np.full(
-            (rows or old.shape[0], columns or old.shape[1]), NEW, dtype=np.int16
-        )
+        new = np.full((rows, columns), NEW, dtype=np.int16)
         new[: old.shape[0], : old.shape[1]] = old
         self._cells = new
+        self._shape = (rows, columns)
         self._view = new.data
 
 
 class Ledger:
     """Trial -> category index of one run, one grid per (model, namespace)."""
 
-    __slots__ = ("_grids",)
+    __slots__ = ("_columns", "_grids", "_rows")
 
     def __init__(self) -> None:
         self._grids: dict[tuple[str, bool], TrialGrid] = {}
+        # The run's questions and trial ids, numbered once for all grids.
+        self._rows: dict[str, int] = {}
+        self._columns: dict[str, int] = {}
 
     def __len__(self) -> int:
         """Distinct trials recorded (observed and prior)."""
@@ -228,7 +204,7 @@ class Ledger:
         key = (model, prior)
         grid = self._grids.get(key)
         if grid is None:
-            grid = self._grids[key] = TrialGrid()
+            grid = self._grids[key] = TrialGrid(self._rows, self._columns)
         return grid
 
     def record(
@@ -240,5 +216,48 @@ class Ledger:
             grid = self.grid(model, prior)
         return grid.record(question, trial, category)
 
+    def cells(
+        self, questions: Factors, trials: Factors
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Row and column of each trial of a batch (columns -1 past the limit).
+
+        One lookup per distinct question and trial id of the batch.
+        """
+        rows, columns = self._rows, self._columns
+        row_of = np.fromiter(
+            (_cell(rows, columns, question, None)[0] for question in questions.values),
+            np.int64,
+            len(questions.values),
+        )
+        column_of = np.fromiter(
+            (_cell(rows, columns, None, trial)[1] for trial in trials.values),
+            np.int64,
+            len(trials.values),
+        )
+        return row_of[questions.codes], column_of[trials.codes]
+
     def models(self) -> list[str]:
         return sorted({model for model, _ in self._grids})
+
+
+def _cell(
+    rows: dict[str, int],
+    columns: dict[str, int],
+    question: str | None,
+    trial: str | None,
+) -> tuple[int, int]:
+    """Row and column of a trial, numbered if new (a column is -1 past the limit).
+
+    ``None`` for either skips it (used to number rows or columns alone).
+    """
+    row = -1
+    if question is not None:
+        row = rows.get(question, -1)
+        if row < 0:
+            row = rows[question] = len(rows)
+    if trial is None:
+        return row, -1
+    column = columns.get(trial, -1)
+    if column < 0 and len(columns) < MAX_COLUMNS:
+        column = columns[trial] = len(columns)
+    return row, column

@@ -64,6 +64,15 @@ class TrialBatch:
             found = self._factors[column] = Factors.of(getattr(self, column))
         return found
 
+    def preset(
+        self,
+        categories: NDArray[np.int64],
+        factors: Mapping[str, Factors],
+    ) -> None:
+        """Give the arrays a caller already has (they must match the columns)."""
+        self._categories = categories
+        self._factors.update(factors)
+
     def categories(self) -> NDArray[np.int64]:
         """The category column as an array."""
         if self._categories is None:
@@ -370,13 +379,15 @@ class LocalCounts:
         previous = np.empty(len(batch), dtype=np.int64)
         categories = batch.categories()
         questions, trials = batch.factors("question"), batch.factors("trial")
+        rows, columns = ledger.cells(questions, trials)
         for (model, prior), chosen in group_indices(batch):
+
+            def ids(index: int, chosen: NDArray[np.int64] = chosen) -> tuple[str, str]:
+                trial = chosen[index]
+                return batch.question[trial], batch.trial[trial]
+
             previous[chosen] = ledger.grid(model, prior).record_many(
-                questions,
-                questions.codes[chosen],
-                trials,
-                trials.codes[chosen],
-                categories[chosen],
+                rows[chosen], columns[chosen], categories[chosen], ids
             )
         return previous
 

@@ -371,3 +371,40 @@ def test_the_rubric_of_a_run_with_trials_cannot_change() -> None:
     )
     with pytest.raises(ConfigError, match="rubric"):
         monitor.configure({"run": "r"})
+
+
+def test_columns_as_integer_arrays_text_or_events_count_the_same() -> None:
+    """The bulk path factorizes integer ids in NumPy, text ids in Python."""
+    noisy = messy(stream_of(results_tensor(3)), np.random.default_rng(8))
+    model = [str(event["model"]) for event in noisy]
+    question = np.array([int(str(event["question"])) for event in noisy])
+    trial = np.array([int(str(event["trial"])) for event in noisy])
+    category = np.array([int(str(event["category"])) for event in noisy])
+    statuses = []
+    for columns in ("arrays", "text", "events"):
+        with Monitor() as monitor:
+            monitor.configure(RunConfig(run="bench", question_count=8))
+            for start in range(0, len(noisy), 64):
+                part = slice(start, start + 64)
+                if columns == "events":
+                    monitor.ingest(noisy[part])
+                    continue
+                ids = (question[part], trial[part])
+                if columns == "text":
+                    ids = (ids[0].astype(str).tolist(), ids[1].astype(str).tolist())
+                monitor.ingest_columns("bench", model[part], *ids, category[part])
+            statuses.append(monitor.status("bench"))
+    assert statuses[0] == statuses[1] == statuses[2]
+    assert statuses[0].corrections > 0 and statuses[0].duplicates > 0
+
+
+def test_integer_columns_past_the_question_count_are_dead_lettered() -> None:
+    with Monitor() as monitor:
+        monitor.configure(RunConfig(run="r", question_count=2))
+        report = monitor.ingest_columns(
+            "r", ["a"] * 4, np.array([7, 3, 7, 9]), np.array([0, 0, 1, 0]), [1] * 4
+        )
+        assert report.accepted == 3
+        assert [r.position for r in report.rejected] == [3]
+        assert "question '9' would be distinct question 3" in report.rejected[0].reason
+        assert monitor.store.counts("r")["a"].questions == ["7", "3"]
