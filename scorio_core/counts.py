@@ -273,24 +273,32 @@ class CountTable:
                     f"cannot retract a trial of unseen question {question!r}"
                 )
             row = self._add_row(question)
+        # Views are flat: cell (row, category) is row * width + category.
+        cell = row * width + category
         counts = self._prior_view if prior else self._observed_view
-        count = counts[row, category] + delta
+        count = counts[cell] + delta
         if count < 0:
             raise ValueError(
                 f"count of category {category} on question {question!r} would become "
                 f"negative ({count - delta} + {delta})"
             )
-        counts[row, category] = count
+        counts[cell] = count
         nu = self._nu_view
-        nu[row, category] += delta
+        nu[cell] += delta
         if prior:
             self._prior_trial_count += delta
         else:
             self._trial_count += delta
             self._row_trials_view[row] += delta
         # O(C): recompute this question's terms and move the sums by the change.
-        if self._width == 2:
-            mean, variance = row_term([nu[row, 0], nu[row, 1]], self._scaled)
+        if width == 2:
+            # row_term's binary case, inline on the hot path (the same float
+            # operations; a test holds the two paths equal to the last bit).
+            failed, passed = nu[cell - category], nu[cell - category + 1]
+            total = failed + passed
+            share = passed / total
+            mean = self._scaled.unit[1] * share
+            variance = share * (1.0 - share) / (total + 1)
         else:
             mean, variance = row_term(self._nu[row].tolist(), self._scaled)
         means, variances = self._means_view, self._variances_view
@@ -540,7 +548,9 @@ class CountTable:
         variance_sum = (
             self._variance_sum + (size - len(self._questions)) * self._empty_variance
         )
-        return self._scaled.scale * math.sqrt(max(variance_sum, 0.0)) / size
+        if variance_sum <= 0.0:  # a rounding below zero
+            return 0.0
+        return self._scaled.scale * math.sqrt(variance_sum) / size
 
     def interval(
         self, confidence: float = 0.95, bounds: tuple[float, float] | None = None
@@ -608,9 +618,10 @@ class CountTable:
             row_trials[:size] = self._row_trials[:size]
             means[:size] = self._means[:size]
             variances[:size] = self._variances[:size]
-        self._observed, self._observed_view = observed, observed.data
-        self._prior, self._prior_view = prior, prior.data
-        self._nu, self._nu_view = nu, nu.data
+        # Flat views: one-dimensional indexing is the cheapest there is.
+        self._observed, self._observed_view = observed, observed.reshape(-1).data
+        self._prior, self._prior_view = prior, prior.reshape(-1).data
+        self._nu, self._nu_view = nu, nu.reshape(-1).data
         self._row_trials, self._row_trials_view = row_trials, row_trials.data
         self._means, self._means_view = means, cast("memoryview[float]", means.data)
         self._variances = variances
