@@ -109,7 +109,10 @@ def trials(count: int, offset: int, seed: int) -> list[dict[str, object]]:
     ]
 
 
-async def throughput(port: int, base: str, count: int, offset: int) -> float:
+async def throughput(
+    port: int, base: str, count: int, offset: int
+) -> tuple[float, int]:
+    """Trials per second, and the run's count once all were counted."""
     events = trials(count, offset, seed=offset)
     before = await counted(base)
     start = time.perf_counter()
@@ -120,12 +123,18 @@ async def throughput(port: int, base: str, count: int, offset: int) -> float:
             )
     while await counted(base) < before + count:
         await asyncio.sleep(0.02)
-    return count / (time.perf_counter() - start)
+    return count / (time.perf_counter() - start), before + count
 
 
 async def latency(
-    port: int, seconds: float, rate: float, offset: int
+    port: int, seconds: float, rate: float, offset: int, base_count: int
 ) -> tuple[float, float]:
+    """p50 and p99 of publish -> first retained status counting the trial.
+
+    ``base_count`` is the run's count before the first trial; with two
+    workers the retained status may come from the one whose view of the
+    shared counts lags, so it is not taken from the first status seen.
+    """
     events = trials(int(seconds * rate), offset, seed=offset + 1)
     published: list[float] = []
     seen: list[tuple[float, int]] = []
@@ -134,14 +143,10 @@ async def latency(
         aiomqtt.Client("127.0.0.1", port) as sender,
     ):
         await watcher.subscribe("bench/run/status", qos=0)
-        first: int | None = None
 
         async def watch() -> None:
-            nonlocal first
             async for message in watcher.messages:
                 trials_now = int(json.loads(bytes(message.payload))["trials"])
-                if first is None:
-                    first = trials_now
                 seen.append((time.perf_counter(), trials_now))
 
         reader = asyncio.create_task(watch())
@@ -156,7 +161,6 @@ async def latency(
             await sender.publish("bench/run/trials", json.dumps(event), qos=1)
         await asyncio.sleep(1.0)
         reader.cancel()
-    base_count = first or 0
     arrivals = np.array([moment for moment, _ in seen])
     counts = np.array([count for _, count in seen])
     delays = []
@@ -182,8 +186,8 @@ async def measure(workers: int, count: int, folder: Path) -> dict[str, float]:
             for base in bases:
                 await wait_up(base)
             await asyncio.sleep(1.0)
-            rate = await throughput(broker.port, bases[0], count, offset=0)
-            p50, p99 = await latency(broker.port, 5.0, 1000.0, offset=count)
+            rate, total = await throughput(broker.port, bases[0], count, offset=0)
+            p50, p99 = await latency(broker.port, 5.0, 1000.0, count, total)
         finally:
             for process in processes:
                 process.send_signal(signal.SIGTERM)
