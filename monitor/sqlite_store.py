@@ -37,8 +37,8 @@ from monitor.store import (
     RunTotals,
     StoredEvent,
     StoredState,
+    TrialAsBatch,
     TrialBatch,
-    one_trial,
 )
 
 SCHEMA_VERSION = 2
@@ -77,7 +77,7 @@ DROP TABLE trials;
 """
 
 
-class SqliteStore:
+class SqliteStore(TrialAsBatch):
     """Durable single-writer store in one SQLite file.
 
     Args:
@@ -194,23 +194,6 @@ class SqliteStore:
             self._local.count_dead_letters(batch.dead_letters, sign=-1)
             raise
         return [previous for _, previous in classified]
-
-    def apply_trial(
-        self,
-        run: str,
-        model: str,
-        question: str,
-        trial: str,
-        category: int,
-        prior: bool = False,
-        tokens: int | None = None,
-        seconds: float | None = None,
-        ts: float | None = None,
-    ) -> int:
-        # A commit per trial costs far more than building a batch of one.
-        return self.apply(
-            one_trial(run, model, question, trial, category, prior, tokens, seconds, ts)
-        )[0][0]
 
     def totals(self, run: str) -> RunTotals:
         return self._local.totals.get(run, RunTotals())

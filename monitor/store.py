@@ -118,35 +118,6 @@ class TrialBatch:
         self.ts.append(ts)
 
 
-def one_trial(
-    run: str,
-    model: str,
-    question: str,
-    trial: str,
-    category: int,
-    prior: bool = False,
-    tokens: int | None = None,
-    seconds: float | None = None,
-    ts: float | None = None,
-) -> Batch:
-    """The batch :meth:`Store.apply_trial` stands for (stores without a faster way)."""
-    return Batch(
-        (
-            TrialBatch(
-                run,
-                [model],
-                [question],
-                [trial],
-                [category],
-                [prior],
-                [tokens],
-                [seconds],
-                [ts],
-            ),
-        )
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
     """A rejected input and why; ``run`` when the input named a valid one."""
@@ -166,6 +137,41 @@ class Batch:
     trials: Sequence[TrialBatch] = ()
     dead_letters: Sequence[DeadLetter] = ()
     cursor: tuple[str, str] | None = None
+
+
+class TrialAsBatch:
+    """``Store.apply_trial`` as :meth:`apply` of a batch of one.
+
+    For stores whose commit per call costs far more than building the batch.
+    """
+
+    def apply(self, batch: Batch) -> list[Previous]:
+        raise NotImplementedError
+
+    def apply_trial(
+        self,
+        run: str,
+        model: str,
+        question: str,
+        trial: str,
+        category: int,
+        prior: bool = False,
+        tokens: int | None = None,
+        seconds: float | None = None,
+        ts: float | None = None,
+    ) -> int:
+        batch = TrialBatch(
+            run,
+            [model],
+            [question],
+            [trial],
+            [category],
+            [prior],
+            [tokens],
+            [seconds],
+            [ts],
+        )
+        return int(self.apply(Batch((batch,)))[0][0])
 
 
 @dataclass(slots=True)

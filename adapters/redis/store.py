@@ -58,8 +58,8 @@ from monitor.store import (
     RunTotals,
     StoredEvent,
     StoredState,
+    TrialAsBatch,
     TrialBatch,
-    one_trial,
 )
 
 CHUNK_SIZE: Final = 2000
@@ -71,7 +71,7 @@ Reply = str | bytes
 ReplyMap = Mapping[Reply, Reply]
 
 
-class RedisStore:
+class RedisStore(TrialAsBatch):
     """Shared store in Redis for several monitor workers.
 
     Args:
@@ -241,22 +241,6 @@ class RedisStore:
         # jump means another worker wrote in between (re-read next look).
         if version == self._versions.get(run, 0) + 1:
             self._versions[run] = version
-
-    def apply_trial(
-        self,
-        run: str,
-        model: str,
-        question: str,
-        trial: str,
-        category: int,
-        prior: bool = False,
-        tokens: int | None = None,
-        seconds: float | None = None,
-        ts: float | None = None,
-    ) -> int:
-        return self.apply(
-            one_trial(run, model, question, trial, category, prior, tokens, seconds, ts)
-        )[0][0]
 
     def totals(self, run: str) -> RunTotals:
         with _translated(f"read the totals of run {run!r}"):
