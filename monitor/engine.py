@@ -311,7 +311,7 @@ class Monitor:
                     is None
                 ):
                     if batch is None:
-                        batch = batches[run] = TrialBatch(run)
+                        batch = _batch_of(batches, run)
                     batch.append(*item[1:9])
                     continue
                 # Refused: the full event words the rejection.
@@ -356,9 +356,7 @@ class Monitor:
                 )
                 continue
             cost = event.cost
-            event_batch = batches.get(event.run) or TrialBatch(event.run)
-            batches[event.run] = event_batch
-            event_batch.append(
+            _batch_of(batches, event.run).append(
                 event.model,
                 event.question,
                 event.trial,
@@ -718,6 +716,14 @@ def _validated_config(values: Mapping[str, object]) -> RunConfig:
         raise ConfigError(
             f"invalid run config: {describe_validation_error(exc)}"
         ) from exc
+
+
+def _batch_of(batches: dict[str, TrialBatch], run: str) -> TrialBatch:
+    """The run's batch in ``batches``, added if it has none yet."""
+    batch = batches.get(run)
+    if batch is None:
+        batch = batches[run] = TrialBatch(run)
+    return batch
 
 
 def _id_column(

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scorio.eval as oracle
 
-from monitor import Monitor, RunConfig
+from monitor import Monitor, RunConfig, TrialEvent
 from monitor.errors import ConfigError, UnknownRunError
 from tests.monitor.streams import last_write_wins, messy, stream_of
 
@@ -408,3 +408,19 @@ def test_integer_columns_past_the_question_count_are_dead_lettered() -> None:
         assert [r.position for r in report.rejected] == [3]
         assert "question '9' would be distinct question 3" in report.rejected[0].reason
         assert monitor.store.counts("r")["a"].questions == ["7", "3"]
+
+
+def test_a_batch_mixing_plain_and_full_events_of_one_run_counts_them_all() -> None:
+    """Plain dicts take the fast path, TrialEvent objects the full one."""
+    trial = {"run": "r", "model": "a", "question": 1}
+    with Monitor() as monitor:
+        monitor.configure(RunConfig(run="r"))
+        report = monitor.ingest(
+            [
+                {**trial, "trial": 0, "category": 5},  # refused: out of range
+                TrialEvent(run="r", model="a", question="1", trial="1", correct=True),
+                {**trial, "trial": 2, "correct": False},
+            ]
+        )
+        assert (report.accepted, len(report.rejected)) == (2, 1)
+        assert monitor.status("r").trials == 2
