@@ -323,17 +323,7 @@ class LocalCounts:
         totals = self.totals.get(run)
         if totals is None:
             totals = self.totals[run] = RunTotals()
-        if before == category:
-            totals.duplicates += 1
-        elif before == NEW:
-            totals.trials += 1
-            if tokens is not None or seconds is not None:
-                cost = self.costs.setdefault((run, model), CostTotals())
-                cost.trials += 1
-                cost.tokens += tokens or 0
-                cost.seconds += seconds or 0.0
-        else:
-            totals.corrections += 1
+        self._account_one(totals, run, model, category, before, tokens, seconds)
         return before
 
     def rollback(self, batch: TrialBatch, previous: Previous) -> None:
@@ -403,13 +393,16 @@ class LocalCounts:
             totals = self.totals[batch.run] = RunTotals()
         if len(batch) < VECTOR_THRESHOLD:
             for index, earlier in enumerate(previous):
-                if earlier == batch.category[index]:
-                    totals.duplicates += sign
-                elif earlier == NEW:
-                    totals.trials += sign
-                    self._add_cost(batch, index, sign)
-                else:
-                    totals.corrections += sign
+                self._account_one(
+                    totals,
+                    batch.run,
+                    batch.model[index],
+                    batch.category[index],
+                    earlier,
+                    batch.tokens[index],
+                    batch.seconds[index],
+                    sign,
+                )
             return
         before = np.asarray(previous)
         categories = batch.categories()
@@ -422,12 +415,44 @@ class LocalCounts:
         if batch.tokens.count(None) == size and batch.seconds.count(None) == size:
             return
         for index in np.flatnonzero(new).tolist():
-            self._add_cost(batch, index, sign)
+            self._add_cost(
+                batch.run,
+                batch.model[index],
+                batch.tokens[index],
+                batch.seconds[index],
+                sign,
+            )
 
-    def _add_cost(self, batch: TrialBatch, index: int, sign: int) -> None:
-        tokens, seconds = batch.tokens[index], batch.seconds[index]
+    def _account_one(
+        self,
+        totals: RunTotals,
+        run: str,
+        model: str,
+        category: int,
+        before: int,
+        tokens: int | None,
+        seconds: float | None,
+        sign: int = 1,
+    ) -> None:
+        """Count one classified trial (``sign`` -1 takes it back)."""
+        if before == category:
+            totals.duplicates += sign
+        elif before == NEW:
+            totals.trials += sign
+            self._add_cost(run, model, tokens, seconds, sign)
+        else:
+            totals.corrections += sign
+
+    def _add_cost(
+        self,
+        run: str,
+        model: str,
+        tokens: int | None,
+        seconds: float | None,
+        sign: int,
+    ) -> None:
         if tokens is not None or seconds is not None:
-            cost = self.costs.setdefault((batch.run, batch.model[index]), CostTotals())
+            cost = self.costs.setdefault((run, model), CostTotals())
             cost.trials += sign
             cost.tokens += sign * (tokens or 0)
             cost.seconds += sign * (seconds or 0.0)
