@@ -1,19 +1,40 @@
 """What a run's counts mean right now: order, groups, pairs, who needs trials.
 
-:func:`decide` turns every model's posterior into a :class:`RunDecision`
-under the run's stopping rule and target. It is pure (no I/O, no clock): the
-engine calls it on each look and compares decisions to fire events.
+:func:`decide` turns every model's posterior, and the decisions the run has
+already settled, into a :class:`RunDecision` under the run's stopping rule,
+error control and target. It is pure (no I/O, no clock): the engine calls it
+on each look, fires the new decisions as events and keeps the settled state.
 
-Groups follow block resolution (see :mod:`scorio_core.stopping`): a boundary
-in the order separates groups only when every pair across it is settled.
-Within an open boundary, the weakest cross pair is the one that gets trials.
+Claims. Order claims are made only at the rank boundaries of the target
+(every boundary for ``ranking``; one for ``top_k`` and ``leader``). A
+boundary is resolved only when every pair across it is settled ("block"
+resolution, see :mod:`scorio_core.stopping`).
+
+Error control. With ``error_control = "ranking"`` (the default) the claimable
+boundaries share ``1 - confidence`` by Holm's step-down: each is tested at
+``(1 - confidence) / (2 L)`` per direction, ``L`` the number of claimable
+boundaries not yet resolved, and a boundary that resolves frees its share
+for the others (within the same look too). Before the first false claim
+every class of truly tied models sits inside one group, so ``L`` is at least
+the number of ways the ties can be split, and the chance of any false claim
+stays at ``1 - confidence`` however many ties there are and wherever they
+sit. Boundaries closed as ties keep their share (giving it away would not be
+covered by the argument). With ``"pair"`` each boundary is tested at
+``(1 - confidence) / 2`` per direction.
+
+Settled decisions are final. A resolved boundary cuts the order into
+segments that never merge again (the groups); inside a segment models are
+ordered by score. A pair found futile, out of budget or equivalent is linked
+for good, and no boundary it spans can resolve. A model that is done stays
+done unless a new model joins its group.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Final, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -21,14 +42,19 @@ from numpy.typing import NDArray
 from monitor.schema import RunConfig
 from scorio_core import ci_groups, ranking_confidence, z_threshold
 from scorio_core.stopping import (
-    BoundaryState,
     ConfidenceSequenceRule,
     PaperRule,
     SequentialRule,
     StoppingRule,
-    pair_information_matrix,
-    resolve_boundaries,
+    forecast_information,
+    posterior_information,
 )
+
+DecisionKind = Literal["resolved", "unresolvable", "equivalent"]
+# Forecasts simulate the rest of the procedure with this fixed seed, so the
+# same counts always give the same forecast.
+FORECAST_SEED: Final = 20260
+FloatMatrix = NDArray[np.float64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,16 +69,96 @@ class Standing:
     trials: int
     question_count: int
     least_sampled: int
+    unit_variance: float = 0.0
 
     @property
     def per_question(self) -> float:
         """Mean observed trials per question, ``n``."""
         return self.trials / self.question_count
 
+
+@dataclass(frozen=True, slots=True)
+class SettledPair:
+    """A final decision on a pair: ``a`` above ``b`` when ``resolved``.
+
+    ``trials`` (the run's) and ``look`` say when it was made, ``z`` at what
+    evidence. For a resolved boundary, ``above`` and ``below`` are the two
+    parts of the group it split.
+    """
+
+    kind: DecisionKind
+    a: str
+    b: str
+    z: float
+    trials: int
+    look: int
+    above: tuple[str, ...] = ()
+    below: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """Everything a run has decided for good (empty for a new run).
+
+    ``segments`` is the ordered partition the resolved boundaries made;
+    ``cuts[i]`` is the decision between ``segments[i]`` and ``segments[i+1]``.
+    """
+
+    segments: tuple[tuple[str, ...], ...] = ()
+    cuts: tuple[SettledPair, ...] = ()
+    links: tuple[SettledPair, ...] = ()
+    done: frozenset[str] = frozenset()
+    looks: int = 0
+    models: frozenset[str] = frozenset()
+
     @property
-    def trial_variance(self) -> float:
-        """``s^2`` with ``sigma^2 ~ s^2 / (M n)``: one trial's share of variance."""
-        return self.sigma**2 * self.question_count * max(self.per_question, 1.0)
+    def decisions(self) -> tuple[SettledPair, ...]:
+        """Every settled pair, in the order they were made."""
+        return tuple(sorted((*self.cuts, *self.links), key=lambda d: d.look))
+
+    @classmethod
+    def replay(
+        cls, decisions: Iterable[SettledPair], done: Iterable[str], looks: int = 0
+    ) -> Settled:
+        """Rebuild the state from its decisions in the order they were made."""
+        segments: list[list[str]] = []
+        cuts: list[SettledPair] = []
+        links: list[SettledPair] = []
+        for decision in decisions:
+            if decision.kind != "resolved":
+                links.append(decision)
+                continue
+            if not decision.above or not decision.below:
+                continue  # written before cuts were recorded: nothing to keep
+            members = [*decision.above, *decision.below]
+            index = next(
+                (
+                    i
+                    for i, segment in enumerate(segments)
+                    if set(segment) & set(members)
+                ),
+                None,
+            )
+            if index is None:
+                if not segments:  # the first cut splits the whole field
+                    segments = [list(decision.above), list(decision.below)]
+                    cuts = [decision]
+                continue
+            rest = [m for m in segments[index] if m not in members]
+            segments[index : index + 1] = [
+                list(decision.above),
+                [*decision.below, *rest],
+            ]
+            cuts.insert(index, decision)
+        return cls(
+            segments=tuple(tuple(s) for s in segments),
+            cuts=tuple(cuts),
+            links=tuple(links),
+            done=frozenset(done),
+            looks=max(
+                [looks, *(d.look for d in cuts), *(d.look for d in links)], default=0
+            ),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +171,22 @@ class PairDecision:
     rho: float
     resolved: bool
     unresolvable: bool
-    predicted_trials: int | None = 0
+    equivalent: bool = False
+    threshold: float | None = None
+    decision: SettledPair | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OpenBoundary:
+    """A boundary still drawing trials: its weakest pair, for forecasts."""
+
+    index: int
+    a: str
+    b: str
+    z: float
+    information: float
+    margin_z: float | None
+    drawing: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,101 +203,224 @@ class RunDecision:
     done: frozenset[str]
     exhausted: frozenset[str]
     stable: bool
+    settled: Settled = field(default_factory=Settled)
+    new_decisions: tuple[SettledPair, ...] = ()
+    open_boundaries: tuple[OpenBoundary, ...] = ()
+    rule: StoppingRule | None = None
+    futility: StoppingRule | None = None
 
 
-def build_rule(config: RunConfig, models: int = 2) -> StoppingRule:
-    """The stopping rule a run's config asks for, for a set of ``models``.
+def build_rule(config: RunConfig, boundaries: int = 1) -> StoppingRule:
+    """The stopping rule a run's config asks for, sharing its error ``boundaries`` ways.
 
     ``sequential`` (the default) is the error-controlled boundary: against
     the budget when ``max_trials_per_question`` is set, else a confidence
-    sequence; beyond 11 models its error level per pair shrinks (see
-    :func:`scorio_core.stopping.per_direction_alpha`). ``paper`` is the
-    paper's one-look rule, shown for reference.
+    sequence. With ``error_control = "pair"`` the share is always one.
+    ``paper`` is the paper's one-look rule, shown for reference.
     """
     budget = config.max_trials_per_question
     if config.rule == "paper":
         return PaperRule.from_confidence(config.confidence, budget)
+    share = max(int(boundaries), 1) if config.error_control == "ranking" else 1
     if budget is None:
-        return ConfidenceSequenceRule.from_confidence(config.confidence, models=models)
-    return SequentialRule.from_confidence(config.confidence, budget, models=models)
+        return ConfidenceSequenceRule.from_confidence(
+            config.confidence, boundaries=share
+        )
+    return SequentialRule.from_confidence(config.confidence, budget, boundaries=share)
 
 
 def decide(
-    standings: Sequence[Standing], config: RunConfig, rule: StoppingRule
+    standings: Sequence[Standing],
+    config: RunConfig,
+    rule_for: Callable[[int], StoppingRule],
+    settled: Settled | None = None,
+    run_trials: int = 0,
 ) -> RunDecision:
-    """Order, group and classify a run's models under ``rule``."""
-    ordered = sorted(standings, key=lambda s: (-s.mu, s.model))
-    names = tuple(s.model for s in ordered)
-    size = len(ordered)
+    """Order, group and classify a run's models, keeping what is settled.
+
+    Args:
+        standings: Every model's posterior and sampling.
+        config: The run's config.
+        rule_for: The rule for ``L`` boundaries sharing the error (see
+            :func:`build_rule`).
+        settled: The run's settled decisions so far.
+        run_trials: The run's trials, recorded with new decisions.
+    """
+    before = settled if settled is not None else Settled()
+    look = before.looks + 1
+    by_name = {s.model: s for s in standings}
+    segments = _place(before.segments, standings)
+    joined = set(by_name) - before.models if before.models else set()
+    order = tuple(name for segment in segments for name in segment)
+    ordered = [by_name[name] for name in order]
+    size = len(order)
+    position = {name: index for index, name in enumerate(order)}
+    # A model joining a group reopens its neighbours' sampling ("beside it").
+    reopened = {
+        name for segment in segments if joined & set(segment) for name in segment
+    }
+    done_before = set(before.done) - reopened
+
     cap = config.max_trials_per_question
     has_budget = {s.model: cap is None or s.least_sampled < cap for s in ordered}
+    can_draw = {n: has_budget[n] and n not in done_before for n in order}
+    # Nothing is final while the field is incomplete: a ranking needs two
+    # models with trials, and every declared model present.
+    started = {s.model for s in ordered if s.trials > 0}
+    complete = (config.target == "width" or len(started) >= 2) and (
+        config.models is None or set(config.models) <= started
+    )
+
     mu = np.array([s.mu for s in ordered])
     sigma = np.array([s.sigma for s in ordered])
     z = _z_matrix(mu, sigma)
-    information = pair_information_matrix(
-        np.array([s.per_question for s in ordered]),
-        np.array([s.trial_variance for s in ordered]),
+    information = posterior_information(
+        np.array([s.unit_variance for s in ordered]),
+        sigma**2,
+        float(len(config.weights) + 1),
     )
-    thresholds = rule.thresholds(information)
-    settled = (information > 0.0) & (z >= thresholds)
-    futile = ~settled & rule.futile(z, information)
+    targets = _target_boundaries(config, size)
+    claims = list(range(size - 1)) if config.target == "width" else targets
+
+    cut_at: dict[int, SettledPair] = {}
+    edge = -1
+    for segment, cut in zip(segments, before.cuts, strict=False):
+        edge += len(segment)
+        cut_at[edge] = cut
+    links = list(before.links)
+    new: list[SettledPair] = []
+
+    def spanning(index: int) -> SettledPair | None:
+        for link in links:
+            low, high = sorted((position[link.a], position[link.b]))
+            if low <= index < high:
+                return link
+        return None
+
+    def block(index: int) -> tuple[int, int]:
+        first = max((p + 1 for p in cut_at if p < index), default=0)
+        last = min((p for p in cut_at if p > index), default=size - 1)
+        return first, last
+
+    def record(kind: DecisionKind, i: int, j: int, index: int) -> SettledPair:
+        first, last = block(index)
+        return SettledPair(
+            kind=kind,
+            a=order[i],
+            b=order[j],
+            z=float(z[i, j]) if math.isfinite(z[i, j]) else 1e308,
+            trials=run_trials,
+            look=look,
+            above=order[first : index + 1] if kind == "resolved" else (),
+            below=order[index + 1 : last + 1] if kind == "resolved" else (),
+        )
+
+    open_claims = [k for k in claims if k not in cut_at and spanning(k) is None]
+    # Holm's step-down: resolve what the current share allows, free the
+    # shares of what resolved, and test the rest again.
+    while True:
+        rule = rule_for(max(1, sum(1 for k in claims if k not in cut_at)))
+        thresholds = rule.thresholds(information)
+        settled_pairs = (information > 0.0) & (z >= thresholds)
+        if not complete:
+            break
+        resolvable = []
+        for k in open_claims:
+            first, last = block(k)
+            if settled_pairs[first : k + 1, k + 1 : last + 1].all():
+                resolvable.append(k)
+        if not resolvable:
+            break
+        for k in resolvable:
+            cut = record("resolved", k, k + 1, k)
+            cut_at[k] = cut
+            new.append(cut)
+        open_claims = [k for k in open_claims if k not in resolvable]
+
     with np.errstate(invalid="ignore"):
         margin = np.where(np.isfinite(thresholds), z - thresholds, -np.inf)
-    boundaries = resolve_boundaries(settled, margin, futile)
-    unresolvable = [
-        boundary.futile
-        or (
-            not boundary.resolved
-            and not has_budget[names[boundary.weakest[0]]]
-            and not has_budget[names[boundary.weakest[1]]]
-        )
-        for boundary in boundaries
-    ]
-    targets = _target_boundaries(config, size)
-
-    groups, group = {}, 1
-    for position, name in enumerate(names):
-        if position and boundaries[position - 1].resolved:
-            group += 1
-        groups[name] = group
-    # Competition ranks: 1 + the number of strictly better means.
-    better = (mu[None, :] > mu[:, None]).sum(axis=1)
-    ranks = dict(zip(names, (1 + better).tolist(), strict=True))
-
+    # Futility asks whether a pair could settle if every other boundary freed
+    # its share; stopping for futility claims nothing, so any level is valid
+    # here, and the most optimistic one keeps close pairs sampling longest.
+    hopeful = rule_for(1)
+    # A tie is called only between models that both carry information of
+    # their own: a model with few trials sits shrunk toward the prior mean
+    # and can look level with a clearly different one.
+    own = posterior_information(
+        np.array([s.unit_variance for s in ordered]) / 2.0,
+        sigma**2 / 2.0,
+        float(len(config.weights) + 1),
+    ).diagonal()
+    informed = np.minimum(own[:, None], own[None, :])
+    futile = ~settled_pairs & hopeful.futile(z, informed)
+    spread = np.hypot(sigma[:, None], sigma[None, :])
     needs: set[str] = set()
-    predicted: dict[str, int | None] = {}
-
-    def predict(name: str, extra: int | None) -> None:
-        previous = predicted.get(name, 0)
-        predicted[name] = (
-            None if extra is None or previous is None else max(previous, extra)
-        )
-
-    boundary_forecasts: dict[int, int | None] = {}
-    for index in targets:
-        boundary = boundaries[index]
-        if boundary.resolved or unresolvable[index]:
+    open_boundaries: list[OpenBoundary] = []
+    weakest: dict[int, tuple[int, int]] = {}
+    for k in range(size - 1):
+        if k in cut_at:
             continue
-        i, j = boundary.weakest
-        t = float(information[i, j])
-        forecast = rule.forecast(float(z[i, j]), t)
-        total: int | None = 0
-        for position in (i, j):
-            standing = ordered[position]
-            if has_budget[standing.model]:
-                needs.add(standing.model)
-                extra = _extra_trials(standing, forecast, t, cap)
-                predict(standing.model, extra)
-                total = None if extra is None or total is None else total + extra
-        boundary_forecasts[index] = total
+        first, last = block(k)
+        cross = margin[first : k + 1, k + 1 : last + 1]
+        row, column = divmod(int(np.argmin(cross)), cross.shape[1])
+        weakest[k] = (first + row, k + 1 + column)
+    for k in open_claims:
+        if spanning(k) is not None:
+            continue
+        i, j = weakest[k]
+        margin_z = None
+        if config.equivalence_margin is not None and spread[i, j] > 0.0:
+            margin_z = config.equivalence_margin / float(spread[i, j])
+        first, last = block(k)
+        futile_block = futile[first : k + 1, k + 1 : last + 1]
+        link: SettledPair | None = None
+        if not complete:
+            pass
+        elif (
+            margin_z is not None
+            and rule.equivalent(
+                z[i : i + 1, j], informed[i : i + 1, j], np.array([margin_z])
+            ).all()
+        ):
+            link = record("equivalent", i, j, k)
+        elif futile_block.any():
+            masked = np.where(
+                futile_block, margin[first : k + 1, k + 1 : last + 1], np.inf
+            )
+            row, column = divmod(int(np.argmin(masked)), masked.shape[1])
+            link = record("unresolvable", first + row, k + 1 + column, k)
+        elif not can_draw[order[i]] and not can_draw[order[j]]:
+            link = record("unresolvable", i, j, k)
+        if link is None:
+            if k in targets:
+                drawing = tuple(order[p] for p in (i, j) if can_draw[order[p]])
+                needs.update(drawing)
+                open_boundaries.append(
+                    OpenBoundary(
+                        index=k,
+                        a=order[i],
+                        b=order[j],
+                        z=float(z[i, j]),
+                        information=float(information[i, j]),
+                        margin_z=margin_z,
+                        drawing=drawing,
+                    )
+                )
+            continue
+        links.append(link)
+        new.append(link)
+    open_claims = [k for k in open_claims if spanning(k) is None]
+
+    predicted: dict[str, int | None] = {}
     for standing in ordered:
         name = standing.model
+        if name in done_before:
+            continue
         minimum = config.min_trials_per_question
         if standing.least_sampled < minimum and has_budget[name]:
             needs.add(name)
-            predict(
-                name,
-                math.ceil((minimum - standing.per_question) * standing.question_count),
+            predicted[name] = math.ceil(
+                (minimum - standing.per_question) * standing.question_count
             )
         width = config.interval_width
         if (
@@ -186,67 +430,205 @@ def decide(
             and has_budget[name]
         ):
             needs.add(name)
-            predict(name, _width_trials(standing, width, cap))
-        predicted.setdefault(name, 0)
+            extra = _width_trials(standing, width, cap)
+            previous = predicted.get(name, 0)
+            predicted[name] = (
+                None if extra is None or previous is None else max(previous, extra)
+            )
 
-    open_targets = [
-        i for i in targets if not boundaries[i].resolved and not unresolvable[i]
-    ]
-    settled_around = _settled_around(names, groups, boundaries, unresolvable, targets)
-    # Nothing is final while the field is incomplete: a ranking needs two
-    # models with trials, and every declared model present.
-    started = {s.model for s in ordered if s.trials > 0}
-    complete = (config.target == "width" or len(started) >= 2) and (
-        config.models is None or set(config.models) <= started
-    )
-    done = frozenset(
-        name
-        for name in names
-        if complete
-        and name not in needs
-        and (settled_around[name] or not has_budget[name])
-    )
+    groups: dict[str, int] = {}
+    group = 1
+    for index, name in enumerate(order):
+        if index and index - 1 in cut_at:
+            group += 1
+        groups[name] = group
+    open_targets = {k for k in targets if k in open_claims}
+    done = set(done_before)
+    if complete:
+        for index, name in enumerate(order):
+            first, last = _segment_of(index, cut_at, size)
+            quiet = not any(first <= k < last for k in open_targets)
+            if (
+                name not in needs
+                and by_name[name].trials > 0
+                and (quiet or not has_budget[name])
+            ):
+                done.add(name)
     exhausted = frozenset(
-        names[position]
-        for index in targets
-        if not boundaries[index].resolved
-        for position in boundaries[index].weakest
-        if not has_budget[names[position]]
+        order[p]
+        for k in targets
+        if k not in cut_at
+        for p in weakest[k]
+        if not has_budget[order[p]]
     )
-    pairs = tuple(
-        PairDecision(
-            a=names[i],
-            b=names[i + 1],
-            z=float(z[i, i + 1]),
-            rho=ranking_confidence(float(z[i, i + 1])),
-            resolved=boundaries[i].resolved,
-            unresolvable=unresolvable[i],
-            predicted_trials=boundary_forecasts.get(i, 0),
+    # Competition ranks: 1 + the number of strictly better means.
+    better = (mu[None, :] > mu[:, None]).sum(axis=1)
+    ranks = dict(zip(order, (1 + better).tolist(), strict=True))
+    pairs = []
+    for k in range(size - 1):
+        tie = spanning(k)
+        threshold = float(thresholds[k, k + 1])
+        pairs.append(
+            PairDecision(
+                a=order[k],
+                b=order[k + 1],
+                z=float(z[k, k + 1]),
+                rho=ranking_confidence(float(z[k, k + 1])),
+                resolved=k in cut_at,
+                unresolvable=tie is not None and tie.kind == "unresolvable",
+                equivalent=tie is not None and tie.kind == "equivalent",
+                threshold=threshold if math.isfinite(threshold) else None,
+                decision=cut_at.get(k, tie),
+            )
         )
-        for i in range(size - 1)
-    )
     # The paper's Table 1 grouping (adjacent pairs, one-look threshold), kept
-    # for display beside the block groups the decisions use.
+    # for display beside the groups the decisions make.
     paper: list[int] = (
         ci_groups(mu, sigma, z_threshold(config.confidence)).tolist() if size else []
     )
+    new_segments = tuple(order[a : b + 1] for a, b in _segments(cut_at, size))
+    cut_order = [cut_at[p] for p in sorted(cut_at)]
     return RunDecision(
-        order=names,
+        order=order,
         ranks=ranks,
         groups=groups,
-        adjacent_groups=dict(zip(names, paper, strict=True)),
-        pairs=pairs,
+        adjacent_groups=dict(zip(order, paper, strict=True)),
+        pairs=tuple(pairs),
         needs_trials=frozenset(needs),
         predicted_trials=predicted,
-        done=done,
+        done=frozenset(done),
         exhausted=exhausted,
         stable=complete and not open_targets and not needs,
+        settled=replace(
+            before,
+            segments=new_segments if cut_order else (),
+            cuts=tuple(cut_order),
+            links=tuple(links),
+            done=frozenset(done),
+            looks=look,
+            models=frozenset(by_name),
+        ),
+        new_decisions=tuple(new),
+        open_boundaries=tuple(open_boundaries),
+        rule=rule,
+        futility=hopeful,
     )
 
 
-def _z_matrix(
-    mu: NDArray[np.float64], sigma: NDArray[np.float64]
-) -> NDArray[np.float64]:
+def forecast_trials(
+    decision: RunDecision,
+    question_trials: Callable[[str], Sequence[int]],
+    question_count: int,
+    cap: int | None,
+) -> tuple[dict[str, int | None], dict[int, int | None]]:
+    """Forecast trials per model and per open boundary, however each ends.
+
+    Each open boundary's weakest pair is simulated forward from its
+    posterior (:func:`scorio_core.stopping.forecast_information`) to the
+    median information where it settles, is shown equivalent, turns futile
+    or reaches the cap. A model sampled evenly has information ``t ~ n``
+    trials per question, so it needs each question brought up to ``n *
+    t_end / t`` (at most the cap): questions with no trials yet count in
+    full, which keeps question-major arrival from looking half done.
+    """
+    models = dict(decision.predicted_trials)
+    boundaries: dict[int, int | None] = {}
+    if decision.rule is None:
+        return models, boundaries
+    for boundary in decision.open_boundaries:
+        end = forecast_information(
+            decision.rule,
+            boundary.z,
+            boundary.information,
+            boundary.margin_z,
+            rng=np.random.default_rng(FORECAST_SEED),
+            futility=decision.futility,
+        )
+        total: int | None = 0
+        for name in boundary.drawing:
+            extra = _trials_to(
+                question_trials(name), question_count, end, boundary.information, cap
+            )
+            previous = models.get(name, 0)
+            models[name] = (
+                None if extra is None or previous is None else max(previous, extra)
+            )
+            total = None if extra is None or total is None else total + extra
+        boundaries[boundary.index] = total
+    for name in decision.order:
+        models.setdefault(name, 0)
+    return models, boundaries
+
+
+def _trials_to(
+    counts: Sequence[int],
+    question_count: int,
+    end: float,
+    information: float,
+    cap: int | None,
+) -> int | None:
+    if not math.isfinite(end) or information <= 0.0:
+        return None
+    seen = np.asarray(counts, dtype=np.float64)
+    per_question = float(seen.sum()) / question_count
+    target = per_question * end / information
+    if cap is not None:
+        target = min(target, float(cap))
+    missing = np.maximum(target - seen, 0.0).sum()
+    missing += max(question_count - seen.size, 0) * target
+    return max(0, math.ceil(float(missing) - 1e-9))
+
+
+def _place(
+    segments: tuple[tuple[str, ...], ...], standings: Sequence[Standing]
+) -> list[list[str]]:
+    """Settled segments with every model in one, each sorted by score.
+
+    A model no settled segment holds joins the highest segment whose lowest
+    score it reaches (the last one when it reaches none).
+    """
+    mu = {s.model: s.mu for s in standings}
+
+    def by_score(names: Iterable[str]) -> list[str]:
+        return sorted(names, key=lambda name: (-mu[name], name))
+
+    if not segments:
+        return [by_score(mu)]
+    placed = [[name for name in segment if name in mu] for segment in segments]
+    known = {name for segment in placed for name in segment}
+    for name in by_score(set(mu) - known):
+        target = next(
+            (
+                index
+                for index, segment in enumerate(placed)
+                if segment and mu[name] >= min(mu[m] for m in segment)
+            ),
+            len(placed) - 1,
+        )
+        placed[target].append(name)
+    return [by_score(segment) for segment in placed if segment]
+
+
+def _segments(cut_at: dict[int, SettledPair], size: int) -> list[tuple[int, int]]:
+    """``(first, last)`` positions of each segment the cuts make."""
+    bounds, first = [], 0
+    for edge in sorted(cut_at):
+        bounds.append((first, edge))
+        first = edge + 1
+    if size:
+        bounds.append((first, size - 1))
+    return bounds
+
+
+def _segment_of(
+    index: int, cut_at: dict[int, SettledPair], size: int
+) -> tuple[int, int]:
+    first = max((p + 1 for p in cut_at if p < index), default=0)
+    last = min((p for p in cut_at if p >= index), default=size - 1)
+    return first, last
+
+
+def _z_matrix(mu: FloatMatrix, sigma: FloatMatrix) -> FloatMatrix:
     """|mu_i - mu_j| / sqrt(sigma_i^2 + sigma_j^2); inf (or 0) when both are exact."""
     gap = np.abs(mu[:, None] - mu[None, :])
     spread = np.hypot(sigma[:, None], sigma[None, :])
@@ -264,53 +646,6 @@ def _target_boundaries(config: RunConfig, size: int) -> list[int]:
         top = config.top_k or 1
         return [top - 1] if top < size else []
     return list(range(size - 1))
-
-
-def _settled_around(
-    names: tuple[str, ...],
-    groups: dict[str, int],
-    boundaries: list[BoundaryState],
-    unresolvable: list[bool],
-    targets: list[int],
-) -> dict[str, bool]:
-    """Whether the boundaries just above and below each model's group are settled."""
-    target_set = set(targets)
-
-    def settled(index: int) -> bool:
-        return (
-            index not in target_set or boundaries[index].resolved or unresolvable[index]
-        )
-
-    result = {}
-    for position, name in enumerate(names):
-        first = position
-        while first > 0 and groups[names[first - 1]] == groups[name]:
-            first -= 1
-        last = position
-        while last < len(names) - 1 and groups[names[last + 1]] == groups[name]:
-            last += 1
-        inside = all(settled(index) for index in range(first, last))
-        above = first == 0 or settled(first - 1)
-        below = last == len(names) - 1 or settled(last)
-        result[name] = inside and above and below
-    return result
-
-
-def _extra_trials(
-    standing: Standing, forecast: float, information: float, cap: int | None
-) -> int | None:
-    """Trials this model needs until its pair is forecast to settle."""
-    if not math.isfinite(forecast) or information <= 0.0:
-        return None
-    target_per_question = standing.per_question * forecast / information
-    if cap is not None:
-        target_per_question = min(target_per_question, cap)
-    return max(
-        0,
-        math.ceil(
-            (target_per_question - standing.per_question) * standing.question_count
-        ),
-    )
 
 
 def _width_trials(standing: Standing, width: float, cap: int | None) -> int | None:

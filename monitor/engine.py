@@ -16,6 +16,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from types import TracebackType
 
 import numpy as np
@@ -23,9 +24,15 @@ from numpy.typing import ArrayLike, NDArray
 from pydantic import ValidationError
 
 from monitor.allocation import plan
-from monitor.decisions import RunDecision, decide
+from monitor.decisions import (
+    RunDecision,
+    Settled,
+    SettledPair,
+    decide,
+    forecast_trials,
+)
 from monitor.errors import ConfigError, UnknownRunError
-from monitor.events import pending_events
+from monitor.events import pending_events, settled_from_events
 from monitor.interfaces import Store
 from monitor.ledger import NEW, Factors
 from monitor.parsing import (
@@ -38,6 +45,7 @@ from monitor.parsing import (
 )
 from monitor.run import Refusal, RunState
 from monitor.schema import (
+    Decision,
     ModelStatus,
     NextItem,
     PairStatus,
@@ -103,6 +111,12 @@ class Monitor:
         self._last_refresh: dict[str, float] = {}
         self._runs: dict[str, RunState] = {}
         self._decisions: dict[str, RunDecision] = {}
+        # Each run's settled decisions: final once fired (see monitor.events).
+        self._settled: dict[str, Settled] = {}
+        # Forecasts of the current decision, made when a status asks for them.
+        self._forecasts: dict[
+            str, tuple[RunDecision, dict[str, int | None], dict[int, int | None]]
+        ] = {}
         self._dirty: set[str] = set()
         self._last_look: dict[str, float] = {}
         # When the next look triggered by ingestion is due (the earliest
@@ -498,6 +512,7 @@ class Monitor:
         """The run's status; looks first if trials arrived since the last look."""
         state = self._run(run)
         decision = self._decision(run)
+        model_forecasts, pair_forecasts = self._forecast(run, state, decision)
         totals = self._store.totals(run)
         tables = state.tables
         models = []
@@ -516,7 +531,7 @@ class Monitor:
                     group=decision.groups[name],
                     adjacent_group=decision.adjacent_groups[name],
                     needs_trials=name in decision.needs_trials,
-                    predicted_trials=decision.predicted_trials.get(name),
+                    predicted_trials=model_forecasts.get(name),
                     budget_exhausted=name in decision.exhausted,
                 )
             )
@@ -528,13 +543,17 @@ class Monitor:
                 rho=pair.rho,
                 resolved=pair.resolved,
                 unresolvable=pair.unresolvable,
-                predicted_trials=pair.predicted_trials,
+                equivalent=pair.equivalent,
+                threshold=pair.threshold,
+                decision=None if pair.decision is None else _decision(pair.decision),
+                predicted_trials=pair_forecasts.get(index, 0),
             )
-            for pair in decision.pairs
+            for index, pair in enumerate(decision.pairs)
         ]
         return Status(
             run=run,
             rule=state.config.rule,
+            error_control=state.config.error_control,
             confidence=state.config.confidence,
             stable=decision.stable,
             trials=totals.trials,
@@ -546,7 +565,24 @@ class Monitor:
             budget_exhausted=bool(decision.exhausted),
             models=models,
             pairs=pairs,
+            decisions=[_decision(d) for d in decision.settled.decisions],
         )
+
+    def _forecast(
+        self, run: str, state: RunState, decision: RunDecision
+    ) -> tuple[dict[str, int | None], dict[int, int | None]]:
+        cached = self._forecasts.get(run)
+        if cached is not None and cached[0] is decision:
+            return cached[1], cached[2]
+        tables = state.tables
+        models, pairs = forecast_trials(
+            decision,
+            lambda name: tables[name].question_trials.tolist(),
+            state.question_count,
+            state.config.max_trials_per_question,
+        )
+        self._forecasts[run] = (decision, models, pairs)
+        return models, pairs
 
     def statuses(self) -> list[Status]:
         return [self.status(run) for run in self.runs]
@@ -607,6 +643,7 @@ class Monitor:
             state.restore(stored.counts.get(run, {}))
             self._runs[run] = state
         self._fired = set(stored.fired)
+        self._settled = {run: self._settled_of(run) for run in self._runs}
         self._cursors = dict(stored.cursors)
         self._dirty = set(self._runs)
         self._next_look = -math.inf
@@ -631,6 +668,11 @@ class Monitor:
     def _unknown_run_reason(self, run: str) -> str:
         declared = ", ".join(sorted(r for r, s in self._runs.items() if s.declared))
         return f"unknown run {run!r}; declared runs: {declared}"
+
+    def _settled_of(self, run: str) -> Settled:
+        """The run's settled decisions as its fired events record them."""
+        settled = settled_from_events(self._store.events_after(run, 0))
+        return replace(settled, models=frozenset(self._runs[run].tables))
 
     def _decision(self, run: str) -> RunDecision:
         if run in self._dirty or run not in self._decisions:
@@ -685,12 +727,17 @@ class Monitor:
                 shared = self._store.counts_if_changed(run)
                 if shared is not None:
                     state.restore(shared)
+                    # Other workers may have settled decisions too.
+                    self._settled[run] = self._settled_of(run)
             decision = decide(
                 state.standings(state.config.confidence),
                 state.config,
-                state.rule,
+                state.rule_for,
+                self._settled.get(run),
+                run_trials=sum(table.trial_count for table in state.tables.values()),
             )
             self._decisions[run] = decision
+            self._settled[run] = decision.settled
             self._dirty.discard(run)
             self._last_look[run] = now
             trials = {name: table.trial_count for name, table in state.tables.items()}
@@ -707,6 +754,17 @@ class Monitor:
             for listener in self._listeners:
                 listener(stored)
         return fired
+
+
+def _decision(settled: SettledPair) -> Decision:
+    return Decision(
+        kind=settled.kind,
+        a=settled.a,
+        b=settled.b,
+        z=settled.z,
+        trials=settled.trials,
+        look=settled.look,
+    )
 
 
 def _validated_config(values: Mapping[str, object]) -> RunConfig:

@@ -2,9 +2,13 @@
 
 Kinds, in the order one look fires them:
 
-- ``pair_resolved``: the boundary between two adjacent models is settled.
+- ``pair_resolved``: the boundary between two adjacent models is settled;
+  the payload names the two parts of the group it split (``above``,
+  ``below``), and ``z``, ``trials`` and ``look`` say when.
 - ``pair_unresolvable``: a pair cannot settle within the budget (a
   statistical tie at this budget); it stops drawing trials.
+- ``pair_equivalent``: a pair is shown closer than the run's
+  ``equivalence_margin``; it stops drawing trials.
 - ``model_done``: a model needs no more trials (its group's boundaries are
   settled, or its budget is spent).
 - ``budget_exhausted``: a model on an open boundary reached its per-question
@@ -13,23 +17,38 @@ Kinds, in the order one look fires them:
 
 Each fires at most once per run and subject, also across restarts and
 workers: the store keeps the keys (see :class:`monitor.interfaces.Store`).
+The fired decisions are the run's settled state: :func:`settled_from_events`
+rebuilds it after a restart, so no status contradicts a fired event.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Final
 
-from monitor.decisions import RunDecision
-from monitor.store import JsonValue, PendingEvent
+from monitor.decisions import RunDecision, Settled, SettledPair
+from monitor.store import JsonValue, PendingEvent, StoredEvent
+from scorio_core import ranking_confidence
 
 EVENT_KINDS: Final = (
     "pair_resolved",
     "pair_unresolvable",
+    "pair_equivalent",
     "model_done",
     "budget_exhausted",
     "ranking_stable",
 )
+
+
+_DECISION_EVENTS: Final = {
+    "resolved": "pair_resolved",
+    "unresolvable": "pair_unresolvable",
+    "equivalent": "pair_equivalent",
+}
+_EVENT_DECISIONS: Final = {
+    kind: decision for decision, kind in _DECISION_EVENTS.items()
+}
 
 
 def pair_subject(a: str, b: str) -> str:
@@ -48,19 +67,22 @@ def pending_events(
             PendingEvent(run=run, kind=kind, subject=subject, payload=payload, ts=now_s)
         )
 
-    for pair in decision.pairs:
-        if pair.resolved or pair.unresolvable:
-            add(
-                "pair_resolved" if pair.resolved else "pair_unresolvable",
-                pair_subject(pair.a, pair.b),
-                {
-                    "a": pair.a,
-                    "b": pair.b,
-                    "z": pair.z,
-                    "rho": pair.rho,
-                    "trials": {pair.a: trials[pair.a], pair.b: trials[pair.b]},
-                },
-            )
+    for settled in decision.new_decisions:
+        add(
+            _DECISION_EVENTS[settled.kind],
+            pair_subject(settled.a, settled.b),
+            {
+                "a": settled.a,
+                "b": settled.b,
+                "z": settled.z,
+                "rho": ranking_confidence(settled.z),
+                "trials": {settled.a: trials[settled.a], settled.b: trials[settled.b]},
+                "run_trials": settled.trials,
+                "look": settled.look,
+                "above": list[JsonValue](settled.above),
+                "below": list[JsonValue](settled.below),
+            },
+        )
     for model in decision.order:
         if model in decision.done and trials[model] > 0:
             add(
@@ -89,3 +111,45 @@ def pending_events(
             },
         )
     return events
+
+
+def settled_from_events(events: Iterable[StoredEvent]) -> Settled:
+    """A run's settled decisions, rebuilt from its fired events in order."""
+    decisions: list[SettledPair] = []
+    done: list[str] = []
+    looks = 0
+    for event in sorted(events, key=lambda e: e.seq):
+        payload = event.payload
+        if event.kind == "model_done":
+            done.append(str(payload.get("model", event.subject)))
+            continue
+        kind = _EVENT_DECISIONS.get(event.kind)
+        if kind is None:
+            continue
+        look = _integer(payload.get("look"))
+        looks = max(looks, look)
+        decisions.append(
+            SettledPair(
+                kind=kind,  # type: ignore[arg-type]
+                a=str(payload.get("a")),
+                b=str(payload.get("b")),
+                z=_number(payload.get("z")),
+                trials=_integer(payload.get("run_trials")),
+                look=look,
+                above=_names(payload.get("above")),
+                below=_names(payload.get("below")),
+            )
+        )
+    return Settled.replay(decisions, done, looks)
+
+
+def _names(value: JsonValue | None) -> tuple[str, ...]:
+    return tuple(str(v) for v in value) if isinstance(value, list) else ()
+
+
+def _number(value: JsonValue | None) -> float:
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+def _integer(value: JsonValue | None) -> int:
+    return int(value) if isinstance(value, int | float) else 0

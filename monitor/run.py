@@ -61,14 +61,11 @@ class RunState:
         for model in config.models or []:
             self.table(model)
 
-    @property
-    def rule(self) -> StoppingRule:
-        """The run's stopping rule for its models: declared, else those seen."""
-        declared = self.config.models
-        count = len(declared) if declared is not None else len(self.tables)
-        rule = self._rules.get(count)
+    def rule_for(self, boundaries: int) -> StoppingRule:
+        """The run's stopping rule with its error shared ``boundaries`` ways."""
+        rule = self._rules.get(boundaries)
         if rule is None:
-            rule = self._rules[count] = build_rule(self.config, max(count, 2))
+            rule = self._rules[boundaries] = build_rule(self.config, boundaries)
         return rule
 
     @property
@@ -436,6 +433,7 @@ class RunState:
                     trials=table.trial_count,
                     question_count=table.question_count,
                     least_sampled=self.least_sampled(model),
+                    unit_variance=table.unit_variance,
                 )
             )
         return result

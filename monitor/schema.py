@@ -47,6 +47,8 @@ SignalValue = StrictBool | StrictInt | StrictFloat | StrictStr | None
 
 RuleName = Literal["sequential", "paper"]
 TargetName = Literal["ranking", "top_k", "leader", "width"]
+ErrorControl = Literal["ranking", "pair"]
+DecisionKind = Literal["resolved", "unresolvable", "equivalent"]
 
 
 class Cost(BaseModel):
@@ -130,6 +132,8 @@ class RunConfig(BaseModel):
     models: list[Identifier] | None = None
     confidence: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.95
     rule: RuleName = "sequential"
+    error_control: ErrorControl = "ranking"
+    equivalence_margin: Annotated[float, Field(gt=0.0)] | None = None
     target: TargetName = "ranking"
     top_k: Annotated[StrictInt, Field(ge=1)] | None = None
     interval_width: Annotated[float, Field(gt=0.0)] | None = None
@@ -235,11 +239,31 @@ class ModelStatus(BaseModel):
     budget_exhausted: bool = False
 
 
+class Decision(BaseModel):
+    """A settled decision: final once made, whatever later trials show.
+
+    ``kind``: ``resolved`` (``a`` above ``b``, and the whole boundary between
+    them), ``unresolvable`` (a statistical tie at this budget) or
+    ``equivalent`` (closer than the run's ``equivalence_margin``). ``z``,
+    ``trials`` (the run's trials) and ``look`` are from when it was made.
+    """
+
+    kind: DecisionKind
+    a: str
+    b: str
+    z: float
+    trials: int
+    look: int
+
+
 class PairStatus(BaseModel):
     """Two models adjacent in the current order (``a`` above ``b``).
 
+    ``z`` is the current one; ``threshold`` the z the pair must reach now to
+    settle (``None``: no trials yet). ``decision`` is the settled decision
+    that closes the boundary between them, if any, with when it was made.
     ``predicted_trials``: forecast trials (both models of the boundary's
-    weakest pair) until the boundary between them settles; 0 when settled.
+    weakest pair) until the boundary ends, however it ends; 0 when settled.
     """
 
     a: str
@@ -249,6 +273,9 @@ class PairStatus(BaseModel):
     resolved: bool
     unresolvable: bool
     predicted_trials: int | None
+    equivalent: bool = False
+    threshold: float | None = None
+    decision: Decision | None = None
 
 
 class Status(BaseModel):
@@ -256,6 +283,7 @@ class Status(BaseModel):
 
     run: str
     rule: RuleName
+    error_control: ErrorControl = "ranking"
     confidence: float
     stable: bool
     trials: int
@@ -267,6 +295,7 @@ class Status(BaseModel):
     budget_exhausted: bool = False
     models: list[ModelStatus]
     pairs: list[PairStatus]
+    decisions: list[Decision] = Field(default_factory=list)
 
 
 class NextItem(BaseModel):

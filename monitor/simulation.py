@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Final
+from dataclasses import dataclass, field
+from typing import Final, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -97,14 +97,37 @@ def draw_results(
     return (draws < probabilities[:, :, None]).astype(np.int8)
 
 
+def draw_categories(
+    scores: NDArray[np.float64],
+    categories: int,
+    shape: tuple[int, ...],
+    rng: np.random.Generator,
+) -> NDArray[np.int64]:
+    """Outcomes in ``0..categories-1`` whose expected score is ``scores``.
+
+    With weights ``k / (categories - 1)``, a Binomial(categories - 1, s)
+    category has mean score ``s`` exactly, so tied models stay tied.
+    ``shape`` is the draw's shape, ``scores`` broadcast over it.
+    """
+    if categories == 2:
+        return (rng.random(shape) < scores).astype(np.int64)
+    return np.asarray(rng.binomial(categories - 1, np.broadcast_to(scores, shape)))
+
+
+Arrival = Literal["least_sampled", "question_major"]
+
+
 @dataclass(frozen=True, slots=True)
 class SimulationResult:
     """One simulated run driven through the engine.
 
     ``false_claims`` counts ordered pairs the final grouping puts in a better
-    group although the model is truly equal or worse; ``resolved_pairs``
-    counts adjacent (in the true order), truly different pairs that end in
-    different groups the right way round.
+    group although the model is truly equal or worse; ``claims`` all ordered
+    pairs in different groups; ``resolved_pairs`` counts adjacent (in the
+    true order), truly different pairs that end in different groups the
+    right way round. ``cost`` sums each trial's cost (1 unless given).
+    ``forecasts`` holds, per model, ``(trials so far, forecast total)`` at
+    every step where a forecast was made (when ``record_forecasts``).
     """
 
     status: Status
@@ -114,6 +137,9 @@ class SimulationResult:
     resolved_pairs: int
     resolvable_pairs: int
     steps: int
+    claims: int = 0
+    cost: float = 0.0
+    forecasts: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
 
     @property
     def trials(self) -> int:
@@ -130,47 +156,107 @@ def simulate(
     confidence: float = 0.95,
     seed: int = 0,
     observe: Callable[[Status], None] | None = None,
+    categories: int = 2,
+    arrival: Arrival = "least_sampled",
+    trials_per_step: int = 1,
+    costs: tuple[float, ...] | None = None,
+    target: str = "ranking",
+    top_k: int | None = None,
+    error_control: str = "ranking",
+    equivalence_margin: float | None = None,
+    record_forecasts: bool = False,
 ) -> SimulationResult:
-    """Drive the real engine with biased-coin models until nothing needs trials.
+    """Drive the real engine with simulated models until nothing needs trials.
 
-    Each step asks ``next`` for one trial per model that needs trials, draws
-    the outcomes from the simulated world and ingests them; the engine looks
-    after every step, i.e. after every trial of every model. ``observe``,
-    when given, sees the status after each step (forecast calibration).
+    Each step gives every model that needs trials ``trials_per_step`` trials
+    and looks: with ``least_sampled`` arrival the questions ``next`` plans
+    (fewest trials first); with ``question_major`` every trial of one
+    question before the next (lm-eval's repeats), whatever ``next`` would
+    choose. ``categories > 2`` draws rubric outcomes with weights ``k/C``
+    (see :func:`draw_categories`); ``costs`` (seconds per trial, per model)
+    are reported with each trial, so allocation learns them. ``observe``
+    sees the status after each step.
     """
     rng = np.random.default_rng(seed)
     world = draw_world(means, question_count, kappa, rng)
     names = [f"model{index + 1:02d}" for index in range(len(means))]
+    weights = [k / (categories - 1) for k in range(categories)]
     monitor = Monitor(look_interval_s=0.0)
     monitor.configure(
         RunConfig(
             run="sim",
+            weights=weights,
             questions=[str(q) for q in range(question_count)],
             models=names,
             rule=rule,  # type: ignore[arg-type]
+            error_control=error_control,  # type: ignore[arg-type]
+            equivalence_margin=equivalence_margin,
             confidence=confidence,
             max_trials_per_question=budget_per_question,
+            target=target,  # type: ignore[arg-type]
+            top_k=top_k,
         )
     )
     next_trial = np.zeros((len(means), question_count), dtype=np.int64)
-    steps = 0
+    forecasts: dict[str, list[tuple[int, int]]] = {name: [] for name in names}
+    steps, cost = 0, 0.0
     while True:
-        plan = monitor.next("sim", len(monitor.models_needing_trials("sim")))
-        if not plan:
+        needing = monitor.models_needing_trials("sim")
+        if not needing:
             break
         steps += 1
-        models, questions, trials, outcomes = [], [], [], []
-        for item in plan:
-            m, q = names.index(item.model), int(item.question)
-            for _ in range(item.trials):
-                models.append(item.model)
-                questions.append(item.question)
+        if arrival == "question_major":
+            cells = _question_major(
+                needing, names, next_trial, budget_per_question, trials_per_step
+            )
+        else:
+            plan = monitor.next("sim", trials_per_step * len(needing))
+            cells = [
+                (names.index(item.model), int(item.question), item.trials)
+                for item in plan
+            ]
+        if not cells:
+            break
+        models, questions, trials, scores = [], [], [], []
+        for m, q, count in cells:
+            for _ in range(count):
+                models.append(names[m])
+                questions.append(str(q))
                 trials.append(int(next_trial[m, q]))
                 next_trial[m, q] += 1
-                outcomes.append(int(rng.random() < world[m, q]))
-        monitor.ingest_columns("sim", models, questions, trials, np.array(outcomes))
-        if observe is not None:
-            observe(monitor.status("sim"))
+                scores.append(world[m, q])
+        outcomes = draw_categories(np.array(scores), categories, (len(scores),), rng)
+        if costs is None:
+            monitor.ingest_columns("sim", models, questions, trials, outcomes)
+            cost += len(models)
+        else:
+            spent = [costs[names.index(model)] for model in models]
+            monitor.ingest(
+                [
+                    {
+                        "run": "sim",
+                        "model": model,
+                        "question": question,
+                        "trial": trial,
+                        "category": int(outcome),
+                        "cost": {"seconds": seconds},
+                    }
+                    for model, question, trial, outcome, seconds in zip(
+                        models, questions, trials, outcomes, spent, strict=True
+                    )
+                ]
+            )
+            cost += sum(spent)
+        if observe is not None or record_forecasts:
+            current = monitor.status("sim")
+            if observe is not None:
+                observe(current)
+            if record_forecasts:
+                for row in current.models:
+                    if row.needs_trials and row.predicted_trials is not None:
+                        forecasts[row.model].append(
+                            (row.trials, row.trials + row.predicted_trials)
+                        )
     status = monitor.status("sim")
     monitor.close()
     groups = {row.model: row.group for row in status.models}
@@ -184,7 +270,34 @@ def simulate(
         resolved_pairs=resolved,
         resolvable_pairs=resolvable,
         steps=steps,
+        claims=count_claims(groups),
+        cost=cost,
+        forecasts=forecasts,
     )
+
+
+def _question_major(
+    needing: list[str],
+    names: list[str],
+    next_trial: NDArray[np.int64],
+    cap: int,
+    trials_per_step: int,
+) -> list[tuple[int, int, int]]:
+    """Each needing model's next trials: its first question below the cap."""
+    cells = []
+    for name in needing:
+        m = names.index(name)
+        below = np.flatnonzero(next_trial[m] < cap)
+        if below.size:
+            q = int(below[0])
+            cells.append((m, q, min(trials_per_step, cap - int(next_trial[m, q]))))
+    return cells
+
+
+def count_claims(groups: dict[str, int]) -> int:
+    """Ordered pairs the grouping claims: one model in a better group."""
+    values = list(groups.values())
+    return sum(1 for a in values for b in values if a < b)
 
 
 def grade(truth: dict[str, float], groups: dict[str, int]) -> tuple[int, int, int]:

@@ -552,6 +552,23 @@ class CountTable:
             return 0.0
         return self._scaled.scale * math.sqrt(variance_sum) / size
 
+    @property
+    def unit_variance(self) -> float:
+        r"""Variance of the score with one unit of information per question.
+
+        Each question's posterior variance is ``s_a^2 / (T_a + 1)``, with
+        ``s_a^2`` the variance of one more outcome and ``T_a`` its Dirichlet
+        total; this is :math:`\text{scale}^2 \sum_a s_a^2 / M^2`, so
+        ``unit_variance / sigma**2`` is the model's variance-weighted
+        information (prior included). O(M), read when a look needs it.
+        """
+        size = len(self._questions)
+        declared = self._declared_count or max(size, 1)
+        spread = self._variances[:size] * (self._nu[:size].sum(axis=1) + 1)
+        unseen = (declared - size) * self._empty_variance * (self._width + 1)
+        total = float(spread.sum()) + unseen
+        return self._scaled.scale**2 * max(total, 0.0) / declared**2
+
     def interval(
         self, confidence: float = 0.95, bounds: tuple[float, float] | None = None
     ) -> tuple[float, float]:

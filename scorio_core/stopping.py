@@ -1,14 +1,13 @@
 r"""Stopping rules on the pairwise z, and block resolution of rank boundaries.
 
 A rule answers, for a pair of models separated by ``z`` after information
-``t`` (trials per question, see :func:`pair_information`): is the order
-settled (``z >= threshold(t)``), can it still settle within the budget cap
-``T`` (futility), and at what information is it forecast to settle.
+``t`` (trials per question, see :func:`posterior_information`): is the
+order settled (``z >= threshold(t)``), can it still settle within the budget
+cap ``T`` (futility), is the pair closer than a margin (equivalence), and,
+by simulating the rest of the procedure, where is it forecast to end.
 
-A rank boundary splits the current order into the models above and below it.
-It is resolved only when *every* pair across it is settled ("block"
-resolution): once models stop at different times their sigmas differ, and
-resolving adjacent pairs alone would imply orders nobody tested.
+How pairs combine into rank boundaries, and how boundaries share the
+run's error, is :mod:`monitor.decisions`' business.
 """
 
 from __future__ import annotations
@@ -16,11 +15,10 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Protocol
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
-from scipy.optimize import brentq
+from numpy.typing import NDArray
 from scipy.special import lambertw, ndtri
 
 from scorio_core import _validation as check
@@ -29,28 +27,24 @@ from scorio_core.boundaries import wang_tsiatis_constant
 FloatArray = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
 
-# Rank boundaries up to which the error level is the confidence's own; beyond,
-# it shrinks like 1/(K-1) (see per_direction_alpha).
-FULL_LEVEL_BOUNDARIES: Final = 10
 
+def per_direction_alpha(confidence: float, boundaries: int = 1) -> float:
+    r"""The error level per direction of one test: ``(1 - confidence) / (2 L)``.
 
-def per_direction_alpha(confidence: float, models: int = 2) -> float:
-    r"""The error level per pair and direction of the sequential rules.
-
-    ``(1 - confidence) / 2`` (0.025 at 0.95) for up to 11 models; with more,
-    scaled by :math:`10/(K-1)`, a partial Bonferroni split over the ``K - 1``
-    rank boundaries. Almost every false claim is a truly tied pair split
-    apart, and bigger model sets hold more near-ties: without the scaling a
-    20-model run at a cap of 300 made a false claim in 5.8 % of simulated
-    runs, with it 2.65 % (design evidence in benchmarks/results/stopping.md).
+    ``L`` is the number of rank boundaries that share the run's error
+    (Holm's step-down over open boundaries, see :mod:`monitor.decisions`);
+    with ``L = 1`` a tied pair is split in either direction with probability
+    at most ``1 - confidence``.
 
     Examples:
-        >>> [round(per_direction_alpha(0.95, k), 5) for k in (2, 11, 20)]
-        [0.025, 0.025, 0.01316]
+        >>> [round(per_direction_alpha(0.95, k), 5) for k in (1, 2, 10)]
+        [0.025, 0.0125, 0.0025]
     """
     level = check.confidence(confidence)
-    boundaries = max(int(models) - 1, 1)
-    return (1.0 - level) / 2.0 * min(1.0, FULL_LEVEL_BOUNDARIES / boundaries)
+    count = int(boundaries)
+    if count < 1:
+        raise ValueError(f"boundaries must be >= 1; got {boundaries!r}")
+    return (1.0 - level) / (2.0 * count)
 
 
 @functools.lru_cache(maxsize=64)
@@ -78,9 +72,24 @@ class StoppingRule(Protocol):
         """Which unsettled pairs cannot settle within the budget."""
         ...
 
-    def forecast(self, z: float, information: float) -> float:
-        """Information at which the pair is expected to settle (``inf``: never)."""
+    @property
+    def horizon(self) -> float | None:
+        """The information at the budget cap (``None``: no cap)."""
         ...
+
+    def equivalent(
+        self, z: FloatArray, information: FloatArray, margin_z: FloatArray
+    ) -> BoolArray:
+        """Which pairs are shown closer than a margin (``margin_z`` in z units)."""
+        ...
+
+
+def _tost(
+    thresholds: FloatArray, z: FloatArray, information: FloatArray, margin_z: FloatArray
+) -> BoolArray:
+    # Two one-sided tests: the difference is above -margin and below +margin,
+    # each at the boundary the order claims use.
+    return np.asarray((information > 0.0) & (margin_z - z >= thresholds), dtype=bool)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +126,10 @@ class PaperRule:
     def name(self) -> str:
         return "paper"
 
+    @property
+    def horizon(self) -> float | None:
+        return self.budget
+
     def thresholds(self, information: FloatArray) -> FloatArray:
         return np.where(information > 0.0, self.z_star, np.inf)
 
@@ -127,12 +140,10 @@ class PaperRule:
             needed = information * (self.z_star / z) ** 2
         return (z < self.z_star) & (information > 0.0) & (needed > self.budget)
 
-    def forecast(self, z: float, information: float) -> float:
-        if z >= self.z_star:
-            return information
-        if z <= 0.0:
-            return math.inf
-        return information * (self.z_star / z) ** 2
+    def equivalent(
+        self, z: FloatArray, information: FloatArray, margin_z: FloatArray
+    ) -> BoolArray:
+        return _tost(self.thresholds(information), z, information, margin_z)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,17 +155,17 @@ class SequentialRule:
     constant for ``alpha`` per direction: however often the monitor looks,
     and whatever the data-driven order of trials, a tied pair is declared
     in a given direction with probability at most ``alpha`` before the cap
-    ``T``.
+    ``T``. ``t`` is information in trials per question (see
+    :func:`posterior_information`), ``T`` its value at the cap.
 
     Futile (a statistical tie at this budget) once :math:`t \ge t_{min}` and
     even a ``z`` larger by ``optimism`` would not reach ``c`` at the cap:
     :math:`(z + \gamma)\sqrt{T/t} < c`. Stopping for futility never declares
-    an order, so it cannot add false claims; it is re-checked at every look,
-    so a pair whose z recovers draws trials again.
+    an order, so it cannot add false claims.
 
-    The defaults (``delta`` 0.1, ``optimism`` 0.925, ``forecast_scale``
-    1.15) come from simulations of the paper's 11 models and a 20-model
-    AIME-like set; benchmarks/results/stopping.md has the evidence.
+    The defaults (``delta`` 0.1, ``optimism`` 0.925) come from simulations of
+    the paper's 11 models and a 20-model AIME-like set;
+    benchmarks/results/stopping.md has the evidence.
 
     Examples:
         >>> rule = SequentialRule.from_confidence(0.95, budget=80)
@@ -169,24 +180,19 @@ class SequentialRule:
     delta: float = 0.1
     optimism: float = 0.925
     futility_from: float = 10.0
-    forecast_scale: float = 1.15
 
     @classmethod
     def from_confidence(
         cls,
         confidence: float,
         budget: float,
-        models: int = 2,
+        boundaries: int = 1,
         delta: float = 0.1,
         optimism: float = 0.925,
         futility_from: float = 10.0,
     ) -> SequentialRule:
-        """Calibrate for :func:`per_direction_alpha` of ``confidence`` and ``models``.
-
-        Reading ``confidence`` two-sided keeps a tied pair's chance of any
-        declared order at ``1 - confidence`` (for up to 11 models).
-        """
-        alpha = per_direction_alpha(confidence, models)
+        """Calibrated for :func:`per_direction_alpha` (confidence, boundaries)."""
+        alpha = per_direction_alpha(confidence, boundaries)
         return cls(
             constant=_constant(alpha, delta),
             budget=check.positive(budget, "budget"),
@@ -199,10 +205,14 @@ class SequentialRule:
     def name(self) -> str:
         return "sequential"
 
+    @property
+    def horizon(self) -> float | None:
+        return self.budget
+
     def thresholds(self, information: FloatArray) -> FloatArray:
         # Beyond the cap the calibration ends; hold the boundary flat there.
         fraction = np.minimum(information / self.budget, 1.0)
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore"):
             values = self.constant * fraction ** (self.delta - 0.5)
         return np.where(information > 0.0, values, np.inf)
 
@@ -215,28 +225,10 @@ class SequentialRule:
             & hopeless
         )
 
-    def forecast(self, z: float, information: float) -> float:
-        r"""Where the plug-in path :math:`z\sqrt{s/t}` meets the boundary, scaled.
-
-        The plug-in is optimistic (the look that makes a forecast tends to
-        catch z high, and z regresses), so it is scaled by
-        ``forecast_scale`` and capped at the budget.
-
-        Formula:
-            :math:`t' = \min\bigl(T,\; k\,(c/z)^{1/(1-\Delta)}\,
-            T^{(1/2-\Delta)/(1-\Delta)}\,t^{1/(2(1-\Delta))}\bigr)`.
-        """
-        if z <= 0.0 or information <= 0.0:
-            return math.inf
-        if z >= float(self.thresholds(np.array([information]))[0]):
-            return information
-        power = 1.0 / (1.0 - self.delta)
-        crossing = (
-            (self.constant / z) ** power
-            * self.budget ** ((0.5 - self.delta) * power)
-            * information ** (0.5 * power)
-        )
-        return float(max(min(self.forecast_scale * crossing, self.budget), information))
+    def equivalent(
+        self, z: FloatArray, information: FloatArray, margin_z: FloatArray
+    ) -> BoolArray:
+        return _tost(self.thresholds(information), z, information, margin_z)
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,10 +238,10 @@ class ConfidenceSequenceRule:
     Settled when :math:`|z| \ge \sqrt{(1 + \rho/t)(\log(1 + t/\rho) +
     2\log(1/\alpha_2))}`, which a tied pair crosses in either direction with
     probability at most :math:`\alpha_2` over all time (Ville's inequality);
-    :math:`\alpha_2` is twice :func:`per_direction_alpha` (``1 -
-    confidence`` for up to 11 models). ``rho`` makes the boundary tightest at
-    ``t = tightest_at``. Without a budget nothing is futile: a tie keeps
-    drawing trials until the user sets ``max_trials_per_question``.
+    :math:`\alpha_2` is twice :func:`per_direction_alpha`. ``rho`` makes the
+    boundary tightest at ``t = tightest_at``. Without a budget nothing is
+    futile: a tie keeps drawing trials until the user sets
+    ``max_trials_per_question`` (or an ``equivalence_margin``).
 
     References:
         Robbins (1970); Howard, Ramdas, McAuliffe & Sekhon (2021), Ann. Stat.
@@ -265,9 +257,9 @@ class ConfidenceSequenceRule:
 
     @classmethod
     def from_confidence(
-        cls, confidence: float, tightest_at: float = 30.0, models: int = 2
+        cls, confidence: float, tightest_at: float = 30.0, boundaries: int = 1
     ) -> ConfidenceSequenceRule:
-        alpha = 2.0 * per_direction_alpha(confidence, models)
+        alpha = 2.0 * per_direction_alpha(confidence, boundaries)
         # Minimising the boundary at t0 gives rho = t0 / y with
         # y = -W_{-1}(-exp(-(1 + 2 log(1/alpha)))) - 1 (Lambert W, branch -1).
         log_term = 2.0 * math.log(1.0 / alpha)
@@ -277,6 +269,10 @@ class ConfidenceSequenceRule:
     @property
     def name(self) -> str:
         return "sequential"
+
+    @property
+    def horizon(self) -> float | None:
+        return None
 
     def thresholds(self, information: FloatArray) -> FloatArray:
         safe = np.maximum(information, 1e-300)
@@ -289,146 +285,107 @@ class ConfidenceSequenceRule:
     def futile(self, z: FloatArray, information: FloatArray) -> BoolArray:
         return np.zeros(np.shape(z), dtype=bool)
 
-    def threshold(self, information: float) -> float:
-        """Scalar :meth:`thresholds`."""
-        return float(self.thresholds(np.array([information]))[0])
-
-    def forecast(self, z: float, information: float) -> float:
-        if z <= 0.0 or information <= 0.0:
-            return math.inf
-        if z >= self.threshold(information):
-            return information
-
-        def gap(later: float) -> float:
-            return z * math.sqrt(later / information) - self.threshold(later)
-
-        upper = information * 2.0
-        while gap(upper) < 0.0:
-            upper *= 2.0
-            if upper > 1e12:
-                return math.inf
-        return float(brentq(gap, information, upper, xtol=1e-6 * information))
+    def equivalent(
+        self, z: FloatArray, information: FloatArray, margin_z: FloatArray
+    ) -> BoolArray:
+        return _tost(self.thresholds(information), z, information, margin_z)
 
 
-def pair_information(
-    trials_a: float, variance_a: float, trials_b: float, variance_b: float
+def forecast_information(
+    rule: StoppingRule,
+    z: float,
+    information: float,
+    margin_z: float | None = None,
+    *,
+    rng: np.random.Generator,
+    futility: StoppingRule | None = None,
+    paths: int = 256,
+    steps: int = 32,
 ) -> float:
-    r"""Information of a pair in trials per question, when trial counts differ.
+    r"""Median information at which a pair ends, however it ends.
 
-    Each model's posterior variance falls like ``s^2 / n`` with ``n`` trials
-    per question, so the pair's variance is ``s_a^2/n_a + s_b^2/n_b``. The
-    pair carries as much information as ``t`` trials per question on both:
-
-    Formula:
-        :math:`t = (s_a^2 + s_b^2) / (s_a^2/n_a + s_b^2/n_b)`, the
-        variance-weighted harmonic mean of ``n_a`` and ``n_b``; with equal
-        counts it is ``n``.
-
-    Examples:
-        >>> round(pair_information(40.0, 1.0, 40.0, 2.0), 9)
-        40.0
-        >>> round(pair_information(80.0, 1.0, 20.0, 1.0), 6)
-        32.0
-    """
-    if trials_a <= 0.0 or trials_b <= 0.0:
-        return 0.0
-    total = variance_a + variance_b
-    if total <= 0.0:
-        return 2.0 / (1.0 / trials_a + 1.0 / trials_b)
-    return total / (variance_a / trials_a + variance_b / trials_b)
-
-
-def pair_information_matrix(trials: FloatArray, variances: FloatArray) -> FloatArray:
-    """:func:`pair_information` for every pair of models at once (0 if untried)."""
-    per_trial = variances[:, None] + variances[None, :]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        spread = variances / trials
-        information = per_trial / (spread[:, None] + spread[None, :])
-    tried = (trials[:, None] > 0.0) & (trials[None, :] > 0.0)
-    return np.where(tried & np.isfinite(information), information, 0.0)
-
-
-@dataclass(frozen=True, slots=True)
-class BoundaryState:
-    """A rank boundary after position ``index`` of the order (0-based)."""
-
-    index: int
-    resolved: bool
-    futile: bool
-    weakest: tuple[int, int]
-    margin: float
-
-
-def resolve_boundaries(
-    settled: ArrayLike, margin: ArrayLike, futile: ArrayLike | None = None
-) -> list[BoundaryState]:
-    """Block resolution of the boundaries of an order of ``L`` models.
-
-    Args:
-        settled: ``L x L`` booleans, ``settled[i, j]`` for positions ``i < j``
-            of the order: the rule counts that pair as settled.
-        margin: ``L x L`` how far each pair is from settling (e.g. ``z -
-            threshold``); the pair with the smallest margin across a boundary
-            is its weakest, the one that gets trials.
-        futile: Optional ``L x L`` booleans: the pair cannot settle in budget.
+    Simulates the rest of the procedure from the posterior: the pair's
+    ``S(t) = z(t) \sqrt{t}`` is a Brownian motion with drift ``theta`` per
+    unit of information, ``theta ~ N(S(t_0)/t_0, 1/t_0)`` given what is seen
+    (a flat prior), observed at ``steps`` looks up to the rule's horizon. A
+    path ends at the first look where the pair settles (either order), is
+    shown equivalent (``margin_z``: the margin in z units now, growing like
+    ``sqrt(t)``), turns futile (by ``futility``'s test when given, else
+    the rule's own), or reaches the cap.
 
     Returns:
-        One state per boundary ``0 .. L-2``: boundary ``i`` separates
-        positions ``<= i`` from positions ``> i``; it is resolved only when
-        every pair across it is settled, futile when any unsettled pair
-        across it is futile.
+        The median end, in the units of ``information``; ``inf`` when more
+        than half the paths never end (no cap and no way to end).
 
     Examples:
-        >>> settled = np.array([[0, 1, 1], [0, 0, 0], [0, 0, 0]], dtype=bool)
-        >>> margin = np.array([[0, 1.0, 2.0], [0, 0, -0.5], [0, 0, 0]])
-        >>> [b.resolved for b in resolve_boundaries(settled, margin)]
-        [True, False]
+        >>> rule = SequentialRule.from_confidence(0.95, budget=80)
+        >>> rng = np.random.default_rng(0)
+        >>> forecast_information(rule, 8.0, 10.0, rng=rng)  # settled already
+        10.0
+        >>> 10.0 < forecast_information(rule, 1.0, 10.0, rng=rng) <= 80.0
+        True
     """
-    settled_matrix = np.asarray(settled, dtype=bool)
-    margin_matrix = np.asarray(margin, dtype=np.float64)
-    size = settled_matrix.shape[0]
-    futile_matrix = (
-        np.zeros((size, size), dtype=bool)
-        if futile is None
-        else np.asarray(futile, dtype=bool)
-    )
-    if not (
-        settled_matrix.shape
-        == margin_matrix.shape
-        == futile_matrix.shape
-        == (size, size)
-    ):
-        raise ValueError(
-            f"settled, margin and futile must be square and alike; got "
-            f"{settled_matrix.shape}, {margin_matrix.shape}, {futile_matrix.shape}"
-        )
-    # Boundary k is open when some pair (i <= k < j) fails: the OR over the
-    # block, computed for all k at once with running ORs along rows and columns.
-    upper = np.triu(np.ones((size, size), dtype=bool), 1)
-    failing = _block_any(upper & ~settled_matrix)
-    futile_any = _block_any(upper & futile_matrix & ~settled_matrix)
-    states = []
-    for index in range(size - 1):
-        block = (slice(0, index + 1), slice(index + 1, size))
-        cross = margin_matrix[block]
-        row, column = divmod(int(np.argmin(cross)), cross.shape[1])
-        states.append(
-            BoundaryState(
-                index=index,
-                resolved=not failing[index],
-                futile=bool(failing[index] and futile_any[index]),
-                weakest=(row, index + 1 + column),
-                margin=float(cross[row, column]),
-            )
-        )
-    return states
+    start = check.real(information, "information")
+    if start <= 0.0:
+        return math.inf
+    here = np.array([start])
+    now_z = np.array([abs(z)])
+    hopeless = futility if futility is not None else rule
+    if (now_z >= rule.thresholds(here)).any() or hopeless.futile(now_z, here).any():
+        return start
+    horizon = rule.horizon
+    end = horizon if horizon is not None else 64.0 * start
+    if end <= start:
+        return start
+    times = np.linspace(start, end, steps + 1)[1:]
+    if horizon is None:
+        times = start * np.geomspace(1.0, 64.0, steps + 1)[1:]
+    spans = np.diff(np.concatenate(([start], times)))
+    drift = z * math.sqrt(start) / start + rng.standard_normal(paths) / math.sqrt(start)
+    noise = rng.standard_normal((paths, times.size)) * np.sqrt(spans)
+    walk = z * math.sqrt(start) + np.cumsum(drift[:, None] * spans + noise, axis=1)
+    path_z = np.abs(walk) / np.sqrt(times)
+    grid = np.broadcast_to(times, path_z.shape)
+    ended = (path_z >= rule.thresholds(times)) | hopeless.futile(path_z, grid)
+    if margin_z is not None:
+        grown = margin_z * np.sqrt(grid / start)
+        ended |= rule.equivalent(path_z, grid, grown)
+    if horizon is not None:
+        ended[:, -1] = True
+    first = np.where(ended.any(axis=1), ended.argmax(axis=1), -1)
+    stops = np.where(first >= 0, times[np.maximum(first, 0)], math.inf)
+    return float(np.median(stops))
 
 
-def _block_any(flags: NDArray[np.bool_]) -> NDArray[np.bool_]:
-    """``out[k] = flags[:k+1, k+1:].any()`` for every boundary ``k``."""
-    size = flags.shape[0]
-    if size < 2:
-        return np.zeros(0, dtype=bool)
-    tail = np.logical_or.accumulate(flags[:, ::-1], axis=1)[:, ::-1]
-    prefix = np.logical_or.accumulate(tail, axis=0)
-    return np.asarray(prefix[np.arange(size - 1), np.arange(1, size)], dtype=bool)
+def posterior_information(
+    unit_variances: FloatArray, variances: FloatArray, prior_information: float
+) -> FloatArray:
+    r"""Information of every pair of models, from their posteriors.
+
+    A model's posterior variance is ``sigma^2 = u / I``: ``u`` is the
+    variance its score would have with one unit of information per question
+    (each question's Dirichlet total plus one equal to 1) and ``I`` the
+    variance-weighted information it has. For a pair, the information of
+    the difference, less what the prior alone holds:
+
+    Formula:
+        :math:`t_{ij} = (u_i + u_j) / (\sigma_i^2 + \sigma_j^2) - I_0`,
+        with :math:`I_0 = C + 2` for the uniform Dirichlet prior.
+
+    With every question at ``n`` trials, ``t = n`` exactly; a question with
+    no trials keeps its prior variance and adds nothing, so trials piled on
+    a few questions are not mistaken for progress. The result is in trials
+    per question, the unit of ``max_trials_per_question``.
+
+    Examples:
+        >>> u = np.array([0.25, 0.25]) / 30
+        >>> sigma2 = u / (40 + 3)  # 40 trials on each of 30 binary questions
+        >>> posterior_information(u, sigma2, 3.0).round(9).tolist()
+        [[40.0, 40.0], [40.0, 40.0]]
+    """
+    units = unit_variances[:, None] + unit_variances[None, :]
+    spread = variances[:, None] + variances[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        information = units / spread - prior_information
+    valid = np.isfinite(information) & (spread > 0.0)
+    return np.where(valid, np.maximum(information, 0.0), 0.0)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
@@ -11,10 +9,9 @@ from scorio_core.stopping import (
     ConfidenceSequenceRule,
     PaperRule,
     SequentialRule,
-    pair_information,
-    pair_information_matrix,
+    forecast_information,
     per_direction_alpha,
-    resolve_boundaries,
+    posterior_information,
 )
 
 
@@ -47,16 +44,17 @@ def test_sequential_boundary_falls_to_c_at_the_cap() -> None:
     assert SequentialRule.from_confidence(0.95, budget=300).constant == rule.constant
 
 
-def test_error_level_per_pair_shrinks_beyond_eleven_models() -> None:
-    assert per_direction_alpha(0.95, 2) == pytest.approx(0.025)
-    assert per_direction_alpha(0.95, 11) == pytest.approx(0.025)
-    assert per_direction_alpha(0.95, 21) == pytest.approx(0.0125)
+def test_the_error_level_is_shared_by_the_boundaries() -> None:
+    assert per_direction_alpha(0.95) == pytest.approx(0.025)
+    assert per_direction_alpha(0.95, 10) == pytest.approx(0.0025)
     assert per_direction_alpha(0.90, 1) == pytest.approx(0.05)
-    eleven = SequentialRule.from_confidence(0.95, budget=80, models=11)
-    twenty = SequentialRule.from_confidence(0.95, budget=80, models=20)
-    assert twenty.constant > eleven.constant
-    wide = ConfidenceSequenceRule.from_confidence(0.95, models=40)
-    assert wide.alpha == pytest.approx(0.05 * 10 / 39)
+    with pytest.raises(ValueError, match="boundaries must be >= 1"):
+        per_direction_alpha(0.95, 0)
+    one = SequentialRule.from_confidence(0.95, budget=80)
+    ten = SequentialRule.from_confidence(0.95, budget=80, boundaries=10)
+    assert ten.constant > one.constant
+    wide = ConfidenceSequenceRule.from_confidence(0.95, boundaries=4)
+    assert wide.alpha == pytest.approx(0.05 / 4)
 
 
 def test_sequential_futility_is_optimistic_and_starts_at_t_min() -> None:
@@ -69,20 +67,6 @@ def test_sequential_futility_is_optimistic_and_starts_at_t_min() -> None:
     assert rule.futile(z, t).tolist() == [False, False, True, False, False]
 
 
-def test_sequential_forecast_is_the_scaled_crossing_capped_at_the_budget() -> None:
-    rule = SequentialRule.from_confidence(0.95, budget=80)
-    z, t = 1.5, 20.0
-    later = rule.forecast(z, t)
-    crossing = later / rule.forecast_scale
-    # the plug-in path z sqrt(s/t) meets the boundary at the unscaled crossing
-    assert z * math.sqrt(crossing / t) == pytest.approx(
-        float(rule.thresholds(np.array([crossing]))[0])
-    )
-    assert rule.forecast(0.6, t) == 80.0  # would cross past the cap
-    assert rule.forecast(5.0, t) == t  # already settled
-    assert rule.forecast(0.0, t) == math.inf
-
-
 def test_confidence_sequence_needs_no_budget_and_holds_its_boundary() -> None:
     rule = ConfidenceSequenceRule.from_confidence(0.95)
     t = np.array([10.0, 30.0, 1000.0])
@@ -90,43 +74,44 @@ def test_confidence_sequence_needs_no_budget_and_holds_its_boundary() -> None:
     values = rule.thresholds(t)
     assert values[1] < values[0] and values[1] < values[2]
     assert not rule.futile(np.array([0.0]), np.array([1000.0])).any()
-    later = rule.forecast(2.0, 30.0)
-    assert 2.0 * math.sqrt(later / 30.0) == pytest.approx(
-        rule.threshold(later), rel=1e-6
-    )
 
 
-def test_pair_information_is_the_variance_weighted_harmonic_mean() -> None:
-    assert pair_information(40.0, 1.0, 40.0, 3.0) == pytest.approx(40.0)
-    assert pair_information(80.0, 1.0, 20.0, 1.0) == pytest.approx(32.0)
-    matrix = pair_information_matrix(
-        np.array([80.0, 20.0, 0.0]), np.array([1.0, 1.0, 1.0])
-    )
-    assert matrix[0, 1] == pytest.approx(32.0) and matrix[0, 2] == 0.0
+def test_equivalence_is_two_one_sided_tests_at_the_claim_boundary() -> None:
+    rule = SequentialRule.from_confidence(0.95, budget=80)
+    t = np.array([80.0, 80.0, 80.0, 0.0])
+    margin = np.array([5.0, 5.0, 2.0, 50.0])
+    z = np.array([2.0, 3.0, 0.0, 0.0])
+    # margin - |z| must reach the boundary (2.28 at the cap); none without data
+    assert rule.equivalent(z, t, margin).tolist() == [True, False, False, False]
 
 
-def test_block_resolution_needs_every_cross_pair() -> None:
-    # Adjacent pairs (0,1) and (1,2) are settled but (0,2) is not (e.g. 2 has
-    # a huge sigma): boundary 0 separates {0} from {1, 2} and needs (0,2) too.
-    settled = np.array([[0, 1, 0], [0, 0, 1], [0, 0, 0]], dtype=bool)
-    margin = np.array([[0, 0.5, -0.2], [0, 0, 0.4], [0, 0, 0]])
-    first, second = resolve_boundaries(settled, margin)
-    assert not first.resolved and first.weakest == (0, 2)
-    assert not second.resolved and second.weakest == (0, 2)
+def test_posterior_information_counts_trials_where_they_are() -> None:
+    # 30 binary questions with one-trial variance 0.25 each (u = 30 * 0.25 / 900)
+    unit = 30 * 0.25 / 30**2
+    even = unit / (40 + 3)  # 40 trials on every question
+    # 120 trials on 10 questions, none on 20: as many trials, far less information
+    piled = (10 * 0.25 / (120 + 3) + 20 * 0.25 / 3) / 30**2
+    t = posterior_information(np.array([unit, unit]), np.array([even, piled]), 3.0)
+    assert t[0, 0] == pytest.approx(40.0)
+    assert 0.0 < t[1, 1] < 2.0  # 30 / (10/123 + 20/3) - 3 = 1.45
+    assert t[1, 1] < t[0, 1] < 6.0  # the piled model limits the pair
+    blank = posterior_information(np.array([0.0]), np.array([0.0]), 3.0)
+    assert blank.tolist() == [[0.0]]
 
 
-def test_block_resolution_resolves_when_all_cross_pairs_settle() -> None:
-    settled = np.triu(np.ones((4, 4), dtype=bool), 1)
-    settled[1, 2] = False
-    margin = np.where(settled, 1.0, -1.0)
-    states = resolve_boundaries(settled, margin)
-    assert [state.resolved for state in states] == [True, False, True]
-    assert states[1].weakest == (1, 2)
+def test_forecasts_end_where_the_rule_ends_a_pair() -> None:
+    rule = SequentialRule.from_confidence(0.95, budget=80)
 
+    def forecast(z: float, t: float, margin: float | None = None) -> float:
+        return forecast_information(rule, z, t, margin, rng=np.random.default_rng(1))
 
-def test_a_boundary_is_futile_when_an_unsettled_cross_pair_is() -> None:
-    settled = np.zeros((3, 3), dtype=bool)
-    futile = np.zeros((3, 3), dtype=bool)
-    futile[1, 2] = True
-    states = resolve_boundaries(settled, np.zeros((3, 3)), futile)
-    assert [state.futile for state in states] == [False, True]
+    assert forecast(5.0, 20.0) == 20.0  # settled now
+    assert forecast(0.0, 20.0) == 20.0  # futile now
+    clear, close = forecast(2.5, 20.0), forecast(1.2, 20.0)
+    assert 20.0 < clear < close <= 80.0
+    # a tie that the margin can show equivalent ends before it would by futility
+    assert 5.0 < forecast(0.3, 5.0, 3.0) < forecast(0.3, 5.0)
+    no_cap = ConfidenceSequenceRule.from_confidence(0.95)
+    # without a cap only the data can end a tie: far later, if ever
+    late = forecast_information(no_cap, 0.0, 20.0, rng=np.random.default_rng(1))
+    assert late > 20.0 * 20
