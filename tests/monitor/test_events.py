@@ -81,7 +81,7 @@ def test_the_example_stream_never_contradicts_a_fired_event(chunk: int) -> None:
 def test_tied_worlds_in_any_order_never_contradict_a_fired_event(seed: int) -> None:
     rng = np.random.default_rng(seed)
     means = (0.3, 0.3, 0.45, 0.45, 0.46, 0.7)
-    results = draw_results(draw_world(means, 20, 2.0, rng), 40, rng)
+    results = draw_results(draw_world(means, 20, 2.0, rng), 40, rng).astype(np.int64)
     events = stream_of(results, run="ties")
     order = rng.permutation(len(events))
     with Monitor(look_interval_s=0.0) as monitor:
