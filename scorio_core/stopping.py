@@ -306,8 +306,9 @@ def forecast_information(
 
     Simulates the rest of the procedure from the posterior: the pair's
     ``S(t) = z(t) \sqrt{t}`` is a Brownian motion with drift ``theta`` per
-    unit of information, ``theta ~ N(S(t_0)/t_0, 1/t_0)`` given what is seen
-    (a flat prior), observed at ``steps`` looks up to the rule's horizon. A
+    unit of information, drawn from its posterior given ``S(t_0)`` under a
+    normal prior fitted to the pair (empirical Bayes: a z that noise alone
+    explains gets none), observed at ``steps`` looks up to the horizon. A
     path ends at the first look where the pair settles (either order), is
     shown equivalent (``margin_z``: the margin in z units now, growing like
     ``sqrt(t)``), turns futile (by ``futility``'s test when given, else
@@ -341,7 +342,14 @@ def forecast_information(
     if horizon is None:
         times = start * np.geomspace(1.0, 64.0, steps + 1)[1:]
     spans = np.diff(np.concatenate(([start], times)))
-    drift = z * math.sqrt(start) / start + rng.standard_normal(paths) / math.sqrt(start)
+    # The pair's effect, shrunk by a prior N(0, tau^2) fitted to this pair
+    # (tau^2 = (z^2 - 1)^+ / t, the method of moments): a z that noise
+    # explains gets no drift, a clear one keeps almost all of it.
+    spread = max(z * z - 1.0, 0.0) / start
+    shrink = spread / (1.0 + start * spread)
+    drift = z * math.sqrt(start) * shrink + rng.standard_normal(paths) * math.sqrt(
+        shrink
+    )
     noise = rng.standard_normal((paths, times.size)) * np.sqrt(spans)
     walk = z * math.sqrt(start) + np.cumsum(drift[:, None] * spans + noise, axis=1)
     path_z = np.abs(walk) / np.sqrt(times)
