@@ -128,6 +128,7 @@ def status_view(status: Status, events: Sequence[StoredEvent] = ()) -> Group:
         lines = [
             f"  {pair.a} vs {pair.b}: z={pair.z:.2f} rho={pair.rho:.3f}"
             + ("  statistical tie at this budget" if pair.unresolvable else "")
+            + ("  equivalent within the margin" if pair.equivalent else "")
             for pair in open_pairs
         ]
         parts.append(Text("unresolved pairs:\n" + "\n".join(lines)))
@@ -144,10 +145,10 @@ def status_view(status: Status, events: Sequence[StoredEvent] = ()) -> Group:
 def describe_event(event: StoredEvent) -> str:
     """One line for an event."""
     payload = event.payload
-    if event.kind in ("pair_resolved", "pair_unresolvable"):
+    if event.kind in ("pair_resolved", "pair_unresolvable", "pair_equivalent"):
         z = payload.get("z")
         z_text = f"{z:.2f}" if isinstance(z, float) else "?"
-        relation = ">" if event.kind == "pair_resolved" else "~"
+        relation = {"pair_resolved": ">", "pair_equivalent": "≈"}.get(event.kind, "~")
         pair = f"{payload.get('a')} {relation} {payload.get('b')}"
         return f"{event.kind}: {pair} (z={z_text})"
     if event.kind == "model_done":

@@ -275,12 +275,20 @@ function renderLeaderboard(status) {
   $("#leaderboard tbody").replaceChildren(...rows);
 }
 
-const PAIR_STATES = { resolved: "resolved", tie: "statistical tie at this budget", open: "unresolved" };
-const pairKind = (pair) => (pair.resolved ? "resolved" : pair.unresolvable ? "tie" : "open");
+const PAIR_STATES = {
+  resolved: "resolved",
+  equivalent: "equivalent within the margin",
+  tie: "statistical tie at this budget",
+  open: "unresolved",
+};
+const pairKind = (pair) =>
+  pair.resolved ? "resolved" : pair.equivalent ? "equivalent" : pair.unresolvable ? "tie" : "open";
 
 // Trials until the boundary settles, where the server forecasts them.
 const forecastText = (pair) =>
-  pair.resolved || pair.unresolvable || !pair.predicted_trials ? "—" : approx(pair.predicted_trials);
+  pair.resolved || pair.unresolvable || pair.equivalent || !pair.predicted_trials
+    ? "—"
+    : approx(pair.predicted_trials);
 
 function renderPairs(status) {
   const rows = status.pairs.map((pair) => {
@@ -457,6 +465,7 @@ function endLabels(ends, top, bottom) {
 const SENTENCES = {
   pair_resolved: (p) => `${p.a} ranks above ${p.b} (z ${fixed(p.z)}, ρ ${fixed(p.rho)})`,
   pair_unresolvable: (p) => `${p.a} vs ${p.b}: statistical tie at this budget (z ${fixed(p.z)})`,
+  pair_equivalent: (p) => `${p.a} and ${p.b} are equivalent within the margin (z ${fixed(p.z)})`,
   model_done: (p) => `${p.model} needs no more trials: group ${p.group} after ${p.trials} trials`,
   budget_exhausted: (p) => `budget spent for ${[].concat(p.models ?? []).join(", ")}`,
   ranking_stable: (p) => `ranking stable after ${p.trials} trials`,
