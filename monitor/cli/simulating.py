@@ -33,6 +33,24 @@ def add_commands(commands: Subparsers) -> None:
     simulation.add_argument(
         "--kappa", type=float, default=None, help="Beta concentration"
     )
+    simulation.add_argument(
+        "--error-control",
+        choices=["ranking", "pair"],
+        default="ranking",
+        help="share the error over the ranking (default) or per pair",
+    )
+    simulation.add_argument(
+        "--equivalence-margin",
+        type=float,
+        default=None,
+        help="declare pairs closer than this (score units) equivalent",
+    )
+    simulation.add_argument(
+        "--arrival",
+        choices=["least_sampled", "question_major"],
+        default="least_sampled",
+        help="trials where next plans them, or every trial of a question first",
+    )
     simulation.add_argument("--json", action="store_true", help="print JSON")
     simulation.set_defaults(handler=run_simulate)
 
@@ -45,11 +63,15 @@ def run_simulate(arguments: argparse.Namespace) -> int:
         budget_per_question=arguments.cap,
         kappa=arguments.kappa or kappa,
         seed=arguments.seed,
+        error_control=arguments.error_control,
+        equivalence_margin=arguments.equivalence_margin,
+        arrival=arguments.arrival,
     )
     if arguments.json:
         report = {
             "models": arguments.models,
             "rule": arguments.rule,
+            "error_control": arguments.error_control,
             "seed": arguments.seed,
             "trials": result.trials,
             "fixed_n80_trials": result.fixed_trials,

@@ -13,6 +13,7 @@ from monitor.schema import Status
 from monitor.simulation import (
     FIXED_N,
     PAPER_MEANS,
+    draw_categories,
     draw_world,
     grade,
     simulate,
@@ -75,3 +76,73 @@ def test_the_cli_prints_json_with_savings_against_fixed_n() -> None:
     assert report["savings"] == pytest.approx(1 - report["trials"] / 26_400)
     assert report["status"]["trials"] == report["trials"]
     assert 0 <= report["resolved_pairs"] <= report["resolvable_pairs"] == 9
+
+
+def test_question_major_arrival_fills_one_question_before_the_next() -> None:
+    seen: list[Status] = []
+    result = simulate(
+        (0.3, 0.7),
+        question_count=6,
+        budget_per_question=20,
+        arrival="question_major",
+        trials_per_step=10,
+        seed=3,
+        observe=seen.append,
+    )
+    # after the first two steps each model has its 20 trials on question 0 only
+    assert [row.trials for row in seen[1].models] == [20, 20]
+    assert result.status.question_count == 6
+    assert all(row.trials % 10 == 0 for row in result.status.models)
+
+
+def test_rubric_outcomes_keep_the_means_and_costs_are_reported() -> None:
+    rng = np.random.default_rng(5)
+    draws = draw_categories(np.full(4000, 0.4), 4, (4000,), rng)
+    assert set(np.unique(draws).tolist()) <= {0, 1, 2, 3}
+    assert draws.mean() / 3 == pytest.approx(0.4, abs=0.02)
+    result = simulate(
+        (0.3, 0.6),
+        categories=4,
+        costs=(1.0, 4.0),
+        question_count=10,
+        trials_per_step=5,
+        seed=1,
+    )
+    trials = {row.model: row.trials for row in result.status.models}
+    assert result.cost == trials["model01"] + 4.0 * trials["model02"]
+
+
+def test_forecasts_are_recorded_while_a_model_needs_trials() -> None:
+    result = simulate(PAPER_MEANS, seed=4, trials_per_step=10, record_forecasts=True)
+    used = {row.model: row.trials for row in result.status.models}
+    for model, history in result.forecasts.items():
+        assert all(so_far <= used[model] for so_far, _ in history)
+        assert all(total >= so_far for so_far, total in history)
+    assert any(result.forecasts.values())
+    assert result.claims >= result.false_claims
+
+
+def test_the_cli_takes_error_control_arrival_and_a_margin() -> None:
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "monitor.cli",
+            "simulate",
+            "--seed",
+            "2",
+            "--error-control",
+            "pair",
+            "--equivalence-margin",
+            "0.02",
+            "--arrival",
+            "question_major",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    report = json.loads(completed.stdout)
+    assert report["error_control"] == "pair"
+    assert report["status"]["error_control"] == "pair"
