@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.schema import RunConfig
-from scorio_core import ci_groups, ranking_confidence, z_threshold
+from scorio_core import ci_groups, order_confidence, z_threshold
 from scorio_core.stopping import (
     BoundaryState,
     ConfidenceSequenceRule,
@@ -218,7 +218,7 @@ def decide(
             a=names[i],
             b=names[i + 1],
             z=float(z[i, i + 1]),
-            rho=ranking_confidence(float(z[i, i + 1])),
+            rho=order_confidence(float(z[i, i + 1])),
             resolved=boundaries[i].resolved,
             unresolvable=unresolvable[i],
             predicted_trials=boundary_forecasts.get(i, 0),
