@@ -208,3 +208,22 @@ def unit_interval(value: object, name: str) -> float:
     if not 0.0 <= number <= 1.0:
         raise ValueError(f"{name} must be in [0, 1]; got {_show(value)}")
     return number
+
+
+def real_vector(values: object, name: str) -> NDArray[np.float64]:
+    """Any-shape array of finite real numbers (bools allowed), as float64."""
+    try:
+        raw = np.asarray(values)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"{name} must be a numeric array; got {_show(values)}"
+        ) from exc
+    if np.issubdtype(raw.dtype, np.complexfloating):
+        raise ValueError(f"{name} must hold real values, not complex values")
+    if not (np.issubdtype(raw.dtype, np.number) or np.issubdtype(raw.dtype, np.bool_)):
+        raise ValueError(f"{name} must hold only numeric values; got {_show(values)}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        array = np.asarray(raw, dtype=np.float64)
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} must be finite; got {_show(values)}")
+    return array
