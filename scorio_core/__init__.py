@@ -17,6 +17,7 @@ from scorio_core.comparison import (
     z_threshold,
 )
 from scorio_core.counts import CountTable, category_counts
+from scorio_core.maxreward import max_at_k, max_at_k_ci
 from scorio_core.metrics import avg, avg_ci, bayes, bayes_ci
 from scorio_core.passk import (
     Credit,
@@ -92,6 +93,8 @@ __all__ = [
     "kendall_tau",
     "maj_at_k",
     "maj_at_k_ci",
+    "max_at_k",
+    "max_at_k_ci",
     "mg_pass_at_k",
     "mg_pass_at_k_ci",
     "order_by_mu",
