@@ -241,7 +241,7 @@ def _weighted_geometric_mean(
     return float((x**x_power) * (y**y_power))
 
 
-def _delta_method(
+def delta_method(
     means: tuple[float, float],
     variances: tuple[float, float],
     covariance: float,
@@ -322,7 +322,7 @@ def _dataset_blend(
     beta0: float,
 ) -> tuple[float, float]:
     moments = _joint_moments(bank, first, second, alpha0, beta0)
-    mean, variance = _delta_method(
+    mean, variance = delta_method(
         (bank.mean(moments[0]), bank.mean(moments[2])),
         (bank.variance(moments[1]), bank.variance(moments[3])),
         bank.variance(moments[4]),
@@ -357,7 +357,7 @@ def geom_at_k_ci(
     means = np.empty(bank.successes.size)
     variances = np.empty(bank.successes.size)
     for state in range(bank.successes.size):
-        means[state], variances[state] = _delta_method(
+        means[state], variances[state] = delta_method(
             (float(moments[0][state]), float(moments[2][state])),
             (float(moments[1][state]), float(moments[3][state])),
             float(moments[4][state]),
@@ -407,7 +407,7 @@ def _resolve_lambda(lam: float, lambda_: float | None) -> float:
     return float(lam)
 
 
-def _upper_half_weights(k: int) -> NDArray[np.float64]:
+def upper_half_weights(k: int) -> NDArray[np.float64]:
     """GeoSpectrum*'s spectrum: weight 2/k on thresholds ceil(k/2)+1..k."""
     weights = np.zeros(k)
     weights[(k + 1) // 2 :] = 2.0 / k
@@ -439,7 +439,7 @@ def geo_spectrum_at_k(
     passes = bank.mean(bank.estimates(Credit.pass_at_k(count)))
     if level == 1.0:
         return passes
-    chosen = _upper_half_weights(count) if weights is None else weights
+    chosen = upper_half_weights(count) if weights is None else weights
     spectrum = bank.mean(bank.estimates(_spectrum(chosen, count)))
     if level == 0.0:
         return spectrum
@@ -465,7 +465,7 @@ def geo_spectrum_at_k_ci(
     if level == 1.0:
         mu, sigma = _posterior(bank, pass_credit, alpha0, beta0)
         return _summary(mu, sigma, confidence, bounds)
-    chosen = _upper_half_weights(count) if weights is None else weights
+    chosen = upper_half_weights(count) if weights is None else weights
     spectrum = _spectrum(chosen, count)
     if level == 0.0:
         mu, sigma = _posterior(bank, spectrum, alpha0, beta0)
