@@ -28,7 +28,7 @@ def both(name: str, *arguments: object, **keywords: object) -> tuple[object, obj
         function: Metric = getattr(module, name)
         try:
             answers.append(function(*arguments, **keywords))
-        except (ValueError, TypeError) as error:
+        except (ValueError, TypeError, ArithmeticError) as error:
             answers.append(type(error))
     return answers[0], answers[1]
 
