@@ -35,7 +35,7 @@ def model_metrics(
     counts = [
         ModelCounts(
             tables[name].observed_counts,
-            tables[name].prior_counts,
+            tables[name].prior_counts if tables[name].prior_trial_count else None,
             tables[name].question_count,
         )
         for name in names
@@ -44,7 +44,8 @@ def model_metrics(
     values = live_metrics(specs, counts, weights, config.confidence)
     return [
         {
-            text: MetricValue(mu=v.mu, sigma=v.sigma, lo=v.lo, hi=v.hi)
+            # Plain floats computed here: no validation needed.
+            text: MetricValue.model_construct(mu=v.mu, sigma=v.sigma, lo=v.lo, hi=v.hi)
             for text, v in row.items()
         }
         for row in values

@@ -166,12 +166,13 @@ class MetricValue:
 class ModelCounts:
     """One model's count table as the metrics read it.
 
-    ``observed`` and ``prior`` are ``rows x (C+1)``; ``question_count`` is
-    ``M`` (rows beyond the seen ones have no trials and no prior outcomes).
+    ``observed`` and ``prior`` are ``rows x (C+1)`` (``prior`` None: no prior
+    outcomes); ``question_count`` is ``M`` (rows beyond the seen ones have no
+    trials and no prior outcomes).
     """
 
     observed: NDArray[np.int64]
-    prior: NDArray[np.int64]
+    prior: NDArray[np.int64] | None
     question_count: int
 
 
@@ -236,16 +237,27 @@ class _Rows:
         rows = np.array([model.observed.shape[0] for model in models])
         padding = np.zeros((self.model_count, width), dtype=np.int64)
         observed = np.concatenate([m.observed for m in models] + [padding])
-        prior = np.concatenate([m.prior for m in models] + [padding])
+        columns = [observed[:, c] for c in range(width)]
+        # Prior outcomes are rare: leave their columns out when there are none.
+        has_prior = any(m.prior is not None and m.prior.any() for m in models)
+        if has_prior:
+            prior = np.concatenate(
+                [
+                    m.prior if m.prior is not None else np.zeros_like(m.observed)
+                    for m in models
+                ]
+                + [padding]
+            )
+            columns += [prior[:, c] for c in range(width)]
         indices = np.arange(self.model_count)
         owner = np.concatenate([np.repeat(indices, rows), indices])
         unseen = np.array([m.question_count for m in models]) - rows
         weight = np.concatenate(
             [np.ones(int(rows.sum())), np.maximum(unseen, 0).astype(np.float64)]
         )
-        states, inverse = _distinct(np.hstack([observed, prior]))
+        states, inverse = _distinct(columns)
         self.observed = states[:, :width]
-        self.prior = states[:, width:]
+        self.prior = states[:, width:] if has_prior else np.zeros_like(self.observed)
         size = states.shape[0]
         self.histogram = np.bincount(
             owner * size + inverse,
@@ -262,18 +274,23 @@ class _Rows:
         return self.total(seen.astype(np.float64))
 
 
-def _distinct(rows: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Distinct rows and the inverse map, by a mixed-radix key (rows are >= 0)."""
-    radices = rows.max(axis=0) + 1 if rows.size else np.ones(rows.shape[1], int)
-    size = 1
-    for radix in radices.tolist():
-        size *= int(radix)
-    if size > 1 << 40:
-        states, inverse = np.unique(rows, axis=0, return_inverse=True)
+def _distinct(
+    columns: list[NDArray[np.int64]],
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Distinct rows of the given columns (>= 0) and the inverse map.
+
+    Rows are keyed by a mixed-radix number; a small key space is counted with
+    bincount in linear time, a larger one sorted.
+    """
+    radices = [int(column.max()) + 1 for column in columns]
+    size = math.prod(radices)
+    if size > 1 << 62:
+        stacked = np.stack(columns, axis=1)
+        states, inverse = np.unique(stacked, axis=0, return_inverse=True)
         return states, inverse.reshape(-1)
-    keys = np.zeros(rows.shape[0], dtype=np.int64)
-    for column, radix in enumerate(radices.tolist()):
-        keys = keys * int(radix) + rows[:, column]
+    keys = columns[0].astype(np.int64)
+    for column, radix in zip(columns[1:], radices[1:], strict=True):
+        keys = keys * radix + column
     if size <= 1 << 22:
         present = np.flatnonzero(np.bincount(keys, minlength=size))
         lookup = np.empty(size, dtype=np.int64)
@@ -281,12 +298,11 @@ def _distinct(rows: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.in
         unique_keys, inverse = present, lookup[keys]
     else:
         unique_keys, inverse = np.unique(keys, return_inverse=True)
-    states = np.empty((unique_keys.size, rows.shape[1]), dtype=np.int64)
+    states = np.empty((unique_keys.size, len(columns)), dtype=np.int64)
     remainder = unique_keys.copy()
-    for column in range(rows.shape[1] - 1, -1, -1):
-        radix = int(radices[column])
-        states[:, column] = remainder % radix
-        remainder //= radix
+    for index in range(len(columns) - 1, -1, -1):
+        states[:, index] = remainder % radices[index]
+        remainder //= radices[index]
     return states, inverse.reshape(-1)
 
 
