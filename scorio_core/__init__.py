@@ -59,6 +59,7 @@ from scorio_core.spectrum import (
     threshold_spectrum_at_k,
     threshold_spectrum_at_k_ci,
 )
+from scorio_core.tailpass import tailpass_empirical
 
 __all__ = [
     "CountTable",
@@ -105,6 +106,7 @@ __all__ = [
     "pass_hat_k_ci",
     "posterior_from_counts",
     "ranking_confidence",
+    "tailpass_empirical",
     "threshold_spectrum_at_k",
     "threshold_spectrum_at_k_ci",
     "unanimous_at_k",
