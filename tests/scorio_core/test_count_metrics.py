@@ -200,3 +200,33 @@ def test_a_binary_metric_on_a_categorical_run_is_refused() -> None:
     counts = counts_of([np.array([[0, 1, 2]])], 3)
     with pytest.raises(ValueError, match="needs binary outcomes"):
         live_metrics([MetricSpec.parse("pass@2")], counts, np.array([0, 0.5, 1]), 0.9)
+
+
+@given(results=binary_bank(), data=st.data())
+def test_prior_outcomes_enter_the_posterior_as_scorio_takes_them(
+    results: IntMatrix, data: st.DataObject
+) -> None:
+    """Every question with one prior success and two prior failures: Beta(2, 3)
+    for the Pass family, R0 for Max@k and Bayes@N."""
+    prior_rows = np.tile(np.array([1, 0, 0]), (results.shape[0], 1))
+    model = ModelCounts(
+        category_counts(results, 2),
+        category_counts(prior_rows, 2),
+        results.shape[0],
+    )
+    k = data.draw(st.integers(1, results.shape[1]))
+    texts = [f"pass@{k}", f"maj@{k}", f"max@{k}", "bayes"]
+    (value,) = live_metrics(
+        [MetricSpec.parse(t) for t in texts], [model], np.array([0.0, 1.0]), 0.95
+    )
+    expected = {
+        f"pass@{k}": oracle.pass_at_k_ci(results, k, 0.95, (0, 1), 2.0, 3.0),
+        f"maj@{k}": oracle.maj_at_k_ci(results, k, 0.95, (0, 1), 2.0, 3.0),
+        f"max@{k}": oracle.max_at_k_ci(results, k, None, prior_rows, 0.95, (0, 1)),
+        "bayes": oracle.bayes_ci(results, None, prior_rows, 0.95, (0, 1)),
+    }
+    for text in texts:
+        got = value[text]
+        assert (got.mu, got.sigma, got.lo, got.hi) == pytest.approx(
+            expected[text], abs=TOLERANCE
+        ), text
