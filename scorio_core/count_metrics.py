@@ -89,6 +89,9 @@ _ANY_WEIGHTS: Final = frozenset({"avg", "bayes", "max"})
 _SYNTAX: Final = re.compile(
     r"^(?P<name>[a-z_]+)(?P<mark>[@^])(?P<k>[0-9]+)(?::(?P<tau>.+))?$"
 )
+# A live metric's cost per distinct question state grows like k (pass, pass^,
+# max) or k^2 (the others); past this a status refresh would take seconds.
+MAX_K: Final = 1024
 SYNTAX_HELP: Final = (
     "avg, bayes, pass^k, or NAME@k with NAME one of pass, unanimous, g_pass, "
     "mg_pass, maj, auc, max, geom, geom_ds, geo_spectrum_star (g_pass@k:tau "
@@ -131,8 +134,8 @@ class MetricSpec:
         if match is None or family is None:
             raise ValueError(f"unknown metric {text!r}; the syntax is {SYNTAX_HELP}")
         k = int(match.group("k"))
-        if k < 1:
-            raise ValueError(f"metric {text!r}: k must be >= 1")
+        if not 1 <= k <= MAX_K:
+            raise ValueError(f"metric {text!r}: k must be in 1..{MAX_K}")
         tau_text = match.group("tau")
         if tau_text is None:
             return cls(text, family, k)

@@ -183,7 +183,8 @@ def test_unseen_questions_contribute_their_prior() -> None:
     ("text", "message"),
     [
         ("pass", "unknown metric"),
-        ("pass@0", "k must be >= 1"),
+        ("pass@0", "k must be in 1..1024"),
+        ("maj@1025", "k must be in 1..1024"),
         ("mean@3", "unknown metric"),
         ("maj^3", "unknown metric"),
         ("pass@3:0.5", "only g_pass@k takes"),
