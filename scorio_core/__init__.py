@@ -60,12 +60,15 @@ from scorio_core.spectrum import (
     threshold_spectrum_at_k_ci,
 )
 from scorio_core.tailpass import tailpass_empirical
+from scorio_core.tailprofile import TailPassDraws, TailPassProfile, tailpass
 
 __all__ = [
     "CountTable",
     "Credit",
     "Posterior",
     "ScaledWeights",
+    "TailPassDraws",
+    "TailPassProfile",
     "auc_at_k",
     "auc_at_k_ci",
     "avg",
@@ -106,6 +109,7 @@ __all__ = [
     "pass_hat_k_ci",
     "posterior_from_counts",
     "ranking_confidence",
+    "tailpass",
     "tailpass_empirical",
     "threshold_spectrum_at_k",
     "threshold_spectrum_at_k_ci",

@@ -8,9 +8,8 @@ bank score is at least ``t``; thresholds default to ``1/k, 2/k, ..., 1``.
 With binary outcomes the profile's ends are Pass@k (``t = 1/k``) and Pass^k
 (``t = 1``).
 
-Only :func:`tailpass_empirical` is here. scorio's posterior profile
-``tailpass`` (an object with covariance, utilities and Monte Carlo draws) is
-not implemented (see the README).
+The posterior profile, :func:`~scorio_core.tailprofile.tailpass`, is in
+:mod:`scorio_core.tailprofile`.
 
 References:
     Hariri, Hinczewski, Ayday, Chaudhary (2026), "Success Has a Shape:
@@ -74,7 +73,7 @@ def tailpass_empirical(
     weights = check.weight_vector(w, results)
     check.category_range(results, weights.size, "R")
     count = check.k_in_range(k, results.shape[1])
-    grid = _thresholds(count, thresholds)
+    grid = thresholds_for(count, thresholds)
     if np.any((weights < 0) | (weights > 1)):
         raise ValueError("TailPass rubric scores w must lie in [0, 1]")
     scores, inverse = np.unique(weights, return_inverse=True)
@@ -82,7 +81,7 @@ def tailpass_empirical(
     grouped = np.zeros((results.shape[0], scores.size), dtype=np.int64)
     for category, level in enumerate(inverse.tolist()):
         grouped[:, level] += observed[:, category]
-    banks = _count_grid(count, scores.size)
+    banks = count_grid(count, scores.size)
     # Round the bank score once (long double), so thresholds j/k compare exactly.
     bank_scores = np.asarray(
         banks.astype(np.longdouble) @ scores.astype(np.longdouble) / count,
@@ -107,7 +106,8 @@ def tailpass_empirical(
     return profile
 
 
-def _thresholds(k: int, thresholds: ArrayLike | None) -> NDArray[np.float64]:
+def thresholds_for(k: int, thresholds: ArrayLike | None) -> NDArray[np.float64]:
+    """The threshold grid: given (checked), or ``1/k, ..., 1``."""
     if thresholds is None:
         if k > MAX_COUNT_STATES:
             raise ValueError(
@@ -127,7 +127,7 @@ def _thresholds(k: int, thresholds: ArrayLike | None) -> NDArray[np.float64]:
     return values
 
 
-def _count_grid(k: int, categories: int) -> NDArray[np.int64]:
+def count_grid(k: int, categories: int) -> NDArray[np.int64]:
     """Every way to split k draws over the categories (weak compositions)."""
     size = math.comb(k + categories - 1, categories - 1)
     if size > MAX_COUNT_STATES:
