@@ -29,6 +29,7 @@ METRIC_NAMES = (
     "scorio_model_lower",
     "scorio_model_upper",
     "scorio_model_trials",
+    "scorio_model_metric",
     "scorio_pair_z",
     "scorio_pair_unresolvable",
     "scorio_run_stable",
@@ -74,6 +75,11 @@ class SnapshotCollector(Collector):
             "Unique observed trials counted for the model",
             labels=model_labels,
         )
+        metric = GaugeMetricFamily(
+            "scorio_model_metric",
+            "A live metric's posterior mean (avg, and the run's metrics)",
+            labels=["run", "model", "metric"],
+        )
         pair_z = GaugeMetricFamily(
             "scorio_pair_z",
             "Separation z of two models adjacent in the current order",
@@ -100,6 +106,8 @@ class SnapshotCollector(Collector):
                 lower.add_metric(labels, row.lo)
                 upper.add_metric(labels, row.hi)
                 trials.add_metric(labels, row.trials)
+                for name, value in row.metrics.items():
+                    metric.add_metric([*labels, name], value.mu)
             for pair in status.pairs:
                 pair_z.add_metric([run, pair.a, pair.b], pair.z)
                 unresolvable.add_metric(
@@ -107,7 +115,7 @@ class SnapshotCollector(Collector):
                 )
             stable.add_metric([run], 1.0 if status.stable else 0.0)
             exhausted.add_metric([run], 1.0 if status.budget_exhausted else 0.0)
-        yield from (score, sigma, lower, upper, trials, pair_z, unresolvable)
+        yield from (score, sigma, lower, upper, trials, metric, pair_z, unresolvable)
         yield from (stable, exhausted)
         yield CounterMetricFamily(
             "scorio_trials_ingested",

@@ -40,7 +40,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.schema import RunConfig
-from scorio_core import ci_groups, ranking_confidence, z_threshold
+from scorio_core import ci_groups, order_confidence, z_threshold
 from scorio_core.stopping import (
     ConfidenceSequenceRule,
     PaperRule,
@@ -473,7 +473,7 @@ def decide(
                 a=order[k],
                 b=order[k + 1],
                 z=float(z[k, k + 1]),
-                rho=ranking_confidence(float(z[k, k + 1])),
+                rho=order_confidence(float(z[k, k + 1])),
                 resolved=k in cut_at,
                 unresolvable=tie is not None and tie.kind == "unresolvable",
                 equivalent=tie is not None and tie.kind == "equivalent",

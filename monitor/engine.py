@@ -35,6 +35,7 @@ from monitor.errors import ConfigError, UnknownRunError
 from monitor.events import pending_events, settled_from_events
 from monitor.interfaces import Store
 from monitor.ledger import NEW, Factors
+from monitor.live_metrics import AVG, model_metrics
 from monitor.parsing import (
     Parsed,
     Trial,
@@ -516,7 +517,8 @@ class Monitor:
         totals = self._store.totals(run)
         tables = state.tables
         models = []
-        for name in decision.order:
+        metrics = model_metrics(state.config, tables, decision.order)
+        for name, live in zip(decision.order, metrics, strict=True):
             table = tables[name]
             low, high = table.interval(state.config.confidence, table.score_range)
             models.append(
@@ -533,6 +535,8 @@ class Monitor:
                     needs_trials=name in decision.needs_trials,
                     predicted_trials=model_forecasts.get(name),
                     budget_exhausted=name in decision.exhausted,
+                    avg=live[AVG].mu if AVG in live else None,
+                    metrics=live,
                 )
             )
         pairs = [

@@ -29,7 +29,7 @@ from typing import Final
 
 from monitor.decisions import RunDecision, Settled, SettledPair
 from monitor.store import JsonValue, PendingEvent, StoredEvent
-from scorio_core import ranking_confidence
+from scorio_core import order_confidence
 
 EVENT_KINDS: Final = (
     "pair_resolved",
@@ -75,7 +75,7 @@ def pending_events(
                 "a": settled.a,
                 "b": settled.b,
                 "z": settled.z,
-                "rho": ranking_confidence(settled.z),
+                "rho": order_confidence(settled.z),
                 "trials": {settled.a: trials[settled.a], settled.b: trials[settled.b]},
                 "run_trials": settled.trials,
                 "look": settled.look,

@@ -1,52 +1,63 @@
 r"""Rubric schemas: per-trial signals to a category ``0..C`` with default weights.
 
-This module holds the twelve categorical schemas named by the Bayes@N
-paper's rubric experiments, as pure functions of one trial's signals and a
-run's fixed thresholds, plus the helper that computes those thresholds from
-an earlier log. No I/O and no engine state: the engine calls
-:meth:`Rubric.classify`. Provenance differs per schema and each rubric's
-``reference`` says which: Exact Match is the paper's binary case, three come
-from the authors' library, eight are ours because the paper's definitions
-were not available to us (docs/rubrics.md justifies them).
+This module holds the twelve categorical schemas of the Bayes@N paper's rubric
+experiments (Appendix D.1, Tables 4 and 5), under the names of DESIGN section
+5, plus three signal schemas of the authors' library (``scorio.categorical``)
+under ``scorio_``-prefixed names, and the helper that computes a run's
+thresholds from an earlier log. Pure functions of one trial's signals and a
+run's fixed thresholds: no I/O, no engine state; the engine calls
+:meth:`Rubric.classify`.
 
-How the engine uses it (design note). A run config may name a rubric
-(``rubric = "conf_calibrated"``) and fix its thresholds (``thresholds =
-{confidence = 0.62}``), which :func:`thresholds_from_signals` computes from
-an earlier log with the library's percentile rule; the run's ``weights``
-default to the rubric's and must have its length, its ``labels`` default to
-the rubric's. Config validation calls :meth:`Rubric.check_thresholds`, so a
-missing threshold is a config error, not a stream of rejections. A trial
-event may then carry ``signals`` (a JSON object, names from :data:`SIGNALS`)
-instead of ``category``: the engine classifies it once, at ingestion, with
-the run's rubric and thresholds, and counts the category like any other; a
-``ValueError`` from :meth:`Rubric.classify` becomes a rejected input (kind
-``category``) with its message as the reason. An event with both keeps its
-``category`` (the source knows best). Thresholds are fixed for the run's
-life, so a re-delivered event classifies to the same category and stays a
-duplicate, and replays rebuild the same counts.
+How the engine uses it. A run config names a rubric (``rubric =
+"conf_calibrated"``) and fixes its thresholds (``thresholds = {tau_low_wrong
+= 0.9, corr_p33 = 0.4, corr_p66 = 0.7}``), which :func:`thresholds_from_signals`
+computes from a pilot or earlier log by the paper's percentiles. The run's
+``weights`` default to the rubric's and must have its length. Config
+validation calls :meth:`Rubric.check_thresholds`, so a missing threshold is a
+config error, not a stream of rejections. A trial event then carries
+``signals`` (names from :data:`SIGNALS`) instead of ``category``; the run
+classifies it once, at ingestion, and counts the category like any other. A
+``ValueError`` from :meth:`Rubric.classify` becomes a rejected input with its
+message. Thresholds are fixed for the run's life (the paper computes them per
+data set after the fact; a streaming monitor must fix them before counting),
+so a re-delivered event classifies to the same category and replays rebuild
+the same counts.
 
-Conventions, all from the authors' library (scorio 0.2.3,
-``scorio.categorical``): thresholds come from the pooled log of every model;
-a continuous signal is "high" when ``value >= median``; a three-level split
-uses the 25th and 75th percentiles (``>= q75`` high, ``<= q25`` low, checked
-in that order). ``bits_per_token`` is minus the completion's mean natural-log
-probability over ``ln 2``, a decreasing map of the library's confidence
-signal, so "confident" is ``bits_per_token <= confidence``. Categories are
-numbered by increasing default weight.
+The paper's rules (Table 4), invalid checked first in every paper schema:
+invalid is ``repeated_pattern = 1`` or ``verifier_invalid >= 0.5``; correct is
+``is_correct >= 0.5``; high_conf is ``completion_bpt <= tau_high``;
+wrong_high_conf is wrong with ``completion_bpt <= tau_low_wrong``; ood is
+``prompt_bpt >= tau_prompt``; economical / moderate / verbose split
+``token_ratio`` at ``len_p33`` and ``len_p66`` (``<=`` goes to the lower
+class); boxed is ``has_box >= 0.5``; A_high is ``verifier_correct >= 0.6``.
 
-Formula:
-    .. math::
+Where the paper is silent we decided, and each decision can be changed by the
+run (a threshold value, or its ``weights``):
 
-        R_{\alpha i} = \mathrm{classify}(s_{\alpha i}, \theta), \qquad
-        \mu = \frac{1}{M}\sum_\alpha \sum_{k=0}^{C} w_k \frac{n_{\alpha k} + 1}
-        {N + C + 1}
+- ``verifier_invalid`` is optional outside the two verifier schemas: when an
+  event has no verifier, invalid is ``repeated_pattern = 1`` alone.
+- The cuts ``0.5`` (invalid C) and ``0.6`` (A_high) are thresholds
+  ``invalid_c`` and ``a_high`` with the paper's values as defaults.
+- Conf-Calibrated: a correct attempt is high_conf when ``completion_bpt <=
+  corr_p33``, mid when ``<= corr_p66``, low_conf above (Table 4 lists
+  corr_p33/corr_p66 for this); a wrong attempt that is not wrong_high_conf is
+  category 1 ("wrong and low_conf"), so every attempt has a category.
+- Conf-Wrong Penalty: likewise, every wrong attempt that is not
+  wrong_high_conf is category 2.
+- Verifier-Only: after invalid, A_high gives 3; otherwise "high B" (2) when
+  ``verifier_wrong >= verifier_invalid`` and "high C" (1) else: "high" is the
+  larger of the two, so no attempt is left without a category.
+- Default weights (the paper gives only Format Aware's ``[0, 0, 1, 2, 3]``):
+  invalid scores 0; see :data:`RUBRICS` for each schema's intent.
+- Percentiles are taken over every attempt of the log (all models pooled),
+  invalid ones included; ``tau_low_wrong`` over wrong attempts and
+  ``corr_p33``/``corr_p66`` over correct ones (by ``is_correct``), with
+  numpy's linear interpolation.
 
 References:
     Hariri, Samandar, Hinczewski, Chaudhary. Don't Pass@k: A Bayesian
     Framework for Large Language Model Evaluation. ICLR 2026,
-    arXiv:2510.04265 (categorical outcomes and weights: Sec. 2, Algorithm 1).
-    Each rubric's ``reference`` names the source of its definition;
-    docs/rubrics.md tabulates them.
+    arXiv:2510.04265, Appendix D.1 (Tables 4 and 5), Algorithm 1.
 """
 
 from __future__ import annotations
@@ -60,7 +71,8 @@ from typing import Final, Literal
 
 import numpy as np
 
-SignalKind = Literal["flag", "count", "number", "probability", "reason"]
+SignalKind = Literal["flag", "score", "number", "probability"]
+Population = Literal["all", "correct", "wrong"]
 Signals = Mapping[str, object]
 Thresholds = Mapping[str, float]
 
@@ -76,102 +88,156 @@ class SignalSpec:
 
 @dataclass(frozen=True, slots=True)
 class ThresholdSpec:
-    """A run-level cut on one signal, computed as a percentile of an earlier log."""
+    """A run-level cut on one signal.
+
+    ``percentile`` (of ``signal`` over the attempts in ``among``) is how
+    :func:`thresholds_from_signals` computes it; a cut with a ``default`` is a
+    fixed constant of the paper the run may override.
+    """
 
     name: str
     signal: str
-    percentile: float
+    percentile: float | None
     description: str
+    among: Population = "all"
+    default: float | None = None
 
 
 _SIGNAL_ROWS: Final[tuple[tuple[str, SignalKind, str], ...]] = (
-    ("is_correct", "flag", "the extracted answer matches the reference"),
-    ("has_box", "flag", r"the final answer is given in \boxed{}"),
-    ("finish_reason", "reason", "why generation stopped (length: budget hit)"),
-    ("output_tokens", "count", "completion length in tokens"),
+    ("is_correct", "score", "1 if the answer is correct (correct if >= 0.5)"),
+    ("has_box", "score", "1 if a final boxed answer is present (boxed if >= 0.5)"),
+    ("token_ratio", "number", "completion tokens / 32768 (shorter is smaller)"),
+    ("repeated_pattern", "flag", "0 if the finish reason is stop, else 1"),
+    ("prompt_bpt", "number", "prompt surprisal, -mean log2 p, bits per token"),
+    ("completion_bpt", "number", "completion surprisal (lower: more confident)"),
+    ("verifier_correct", "probability", "verifier's P(correct), the paper's A"),
+    ("verifier_wrong", "probability", "verifier's P(wrong), the paper's B"),
+    ("verifier_invalid", "probability", "verifier's P(invalid/off-task), C"),
+    # The library's signals, for the scorio_ schemas.
     ("bits_per_token", "number", "completion surprisal, -mean log2 p(token)"),
     ("prompt_bits_per_token", "number", "prompt surprisal, log2 prompt perplexity"),
-    ("verifier_prob", "probability", "a verifier's probability of correctness"),
 )
 SIGNALS: Final[Mapping[str, SignalSpec]] = MappingProxyType(
     {row[0]: SignalSpec(*row) for row in _SIGNAL_ROWS}
 )
 
-_THRESHOLD_ROWS: Final = (
-    ("confidence", "bits_per_token", 50.0, "confident if bits_per_token <= it"),
-    ("length", "output_tokens", 50.0, "concise if output_tokens < it"),
-    ("length_short", "output_tokens", 25.0, "short if output_tokens <= it"),
-    ("length_long", "output_tokens", 75.0, "long if output_tokens >= it (first)"),
-    ("prompt_surprise", "prompt_bits_per_token", 50.0, "unfamiliar if >= it"),
-    ("verifier", "verifier_prob", 50.0, "accepted if verifier_prob >= it"),
+_THRESHOLD_ROWS: Final[tuple[ThresholdSpec, ...]] = (
+    ThresholdSpec("tau_high", "completion_bpt", 40.0, "high_conf if <= it"),
+    ThresholdSpec(
+        "tau_low_wrong", "completion_bpt", 60.0, "wrong_high_conf if <= it", "wrong"
+    ),
+    ThresholdSpec("tau_prompt", "prompt_bpt", 90.0, "ood if prompt_bpt >= it"),
+    ThresholdSpec("len_p33", "token_ratio", 33.0, "economical if <= it"),
+    ThresholdSpec("len_p66", "token_ratio", 66.0, "verbose if > it"),
+    ThresholdSpec(
+        "corr_p33", "completion_bpt", 33.0, "correct high_conf if <= it", "correct"
+    ),
+    ThresholdSpec(
+        "corr_p66", "completion_bpt", 66.0, "correct low_conf if > it", "correct"
+    ),
+    ThresholdSpec("a_high", "verifier_correct", None, "A_high if >= it", default=0.6),
+    ThresholdSpec(
+        "invalid_c", "verifier_invalid", None, "invalid if >= it", default=0.5
+    ),
+    # The library's median cuts, for the scorio_ schemas.
+    ThresholdSpec("confidence", "bits_per_token", 50.0, "confident if <= it"),
+    ThresholdSpec(
+        "prompt_surprise", "prompt_bits_per_token", 50.0, "unfamiliar if >= it"
+    ),
 )
 THRESHOLDS: Final[Mapping[str, ThresholdSpec]] = MappingProxyType(
-    {row[0]: ThresholdSpec(*row) for row in _THRESHOLD_ROWS}
+    {spec.name: spec for spec in _THRESHOLD_ROWS}
 )
 
-FINISH_REASONS: Final = frozenset(
-    {"stop", "length", "tool_calls", "content_filter", "error", "unknown"}
-)
-# Harness spellings of "the token budget ran out" (inspect_ai, Anthropic).
-_LENGTH_ALIASES: Final = frozenset({"max_tokens", "model_length"})
 _NAME: Final = re.compile(r"^[a-z][a-z0-9_]*$")
+# Pairs that must be ordered when a rubric uses both.
+_ORDERED: Final = (("len_p33", "len_p66"), ("corr_p33", "corr_p66"))
 
 
 class Reading:
     """One trial's validated signals read against the run's fixed thresholds.
 
-    Its properties hold every threshold direction of :data:`THRESHOLDS`.
-    Flags are stored as 0.0/1.0 and the finish reason as text.
+    Its properties are the paper's rubric variables (Table 4) and the
+    library's; a variable whose signal the rubric does not need is not read.
     """
 
     __slots__ = ("_cuts", "_values")
 
-    def __init__(self, values: Mapping[str, float | str], cuts: Thresholds) -> None:
+    def __init__(self, values: Mapping[str, float], cuts: Thresholds) -> None:
         self._values = values
         self._cuts = cuts
 
     def number(self, name: str) -> float:
-        """A numeric signal (flags are 0.0 or 1.0)."""
-        value = self._values[name]
-        if isinstance(value, str):
-            raise TypeError(f"signal {name} is text, not a number")
-        return value
+        """A signal's value (flags are 0.0 or 1.0)."""
+        return self._values[name]
+
+    def cut(self, name: str) -> float:
+        """A threshold: the run's value, else the paper's default."""
+        value = self._cuts.get(name)
+        if value is None:
+            default = THRESHOLDS[name].default
+            if default is None:
+                raise KeyError(name)
+            return default
+        return float(value)
+
+    @property
+    def invalid(self) -> bool:
+        if self.number("repeated_pattern") == 1.0:
+            return True
+        rate = self._values.get("verifier_invalid")
+        return rate is not None and rate >= self.cut("invalid_c")
 
     @property
     def correct(self) -> bool:
-        return self.number("is_correct") == 1.0
+        return self.number("is_correct") >= 0.5
 
     @property
     def boxed(self) -> bool:
-        return self.number("has_box") == 1.0
+        return self.number("has_box") >= 0.5
 
     @property
-    def finish_reason(self) -> str:
-        return str(self._values["finish_reason"])
+    def high_conf(self) -> bool:
+        return self.number("completion_bpt") <= self.cut("tau_high")
+
+    @property
+    def wrong_high_conf(self) -> bool:
+        return not self.correct and (
+            self.number("completion_bpt") <= self.cut("tau_low_wrong")
+        )
+
+    @property
+    def ood(self) -> bool:
+        return self.number("prompt_bpt") >= self.cut("tau_prompt")
+
+    @property
+    def length_class(self) -> int:
+        """0 economical, 1 moderate, 2 verbose."""
+        ratio = self.number("token_ratio")
+        if ratio <= self.cut("len_p33"):
+            return 0
+        return 1 if ratio <= self.cut("len_p66") else 2
+
+    @property
+    def correct_confidence(self) -> int:
+        """Among correct attempts: 0 low_conf, 1 mid, 2 high_conf."""
+        bits = self.number("completion_bpt")
+        if bits <= self.cut("corr_p33"):
+            return 2
+        return 1 if bits <= self.cut("corr_p66") else 0
+
+    @property
+    def a_high(self) -> bool:
+        return self.number("verifier_correct") >= self.cut("a_high")
 
     @property
     def confident(self) -> bool:
-        return self.number("bits_per_token") <= self._cuts["confidence"]
-
-    @property
-    def concise(self) -> bool:
-        return self.number("output_tokens") < self._cuts["length"]
-
-    @property
-    def short(self) -> bool:
-        return self.number("output_tokens") <= self._cuts["length_short"]
-
-    @property
-    def long(self) -> bool:
-        return self.number("output_tokens") >= self._cuts["length_long"]
-
-    @property
-    def accepted(self) -> bool:
-        return self.number("verifier_prob") >= self._cuts["verifier"]
+        """The library's: bits_per_token at or below the median cut."""
+        return self.number("bits_per_token") <= self.cut("confidence")
 
     @property
     def unfamiliar(self) -> bool:
-        return self.number("prompt_bits_per_token") >= self._cuts["prompt_surprise"]
+        return self.number("prompt_bits_per_token") >= self.cut("prompt_surprise")
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,21 +246,23 @@ class Rubric:
 
     Args:
         name: snake_case id used in run configs, e.g. ``"exact_match"``.
-        title: The schema's name in the paper, e.g. ``"Exact Match"``.
+        title: The schema's name in the paper (or library).
         signals: Names from :data:`SIGNALS` every trial must carry.
-        thresholds: Names from :data:`THRESHOLDS` the run must fix.
+        thresholds: Names from :data:`THRESHOLDS` the rule reads.
         labels: Category names; index is the category ``0..C``.
         weights: Default weight per category (length ``C + 1``).
         reference: Where the definition and the weights come from.
         rule: Maps a validated :class:`Reading` to a category.
+        optional: Signals read when present (``verifier_invalid`` for the
+            paper's invalid rule).
 
     Examples:
-        >>> rubric = RUBRICS["conf_calibrated"]
-        >>> rubric.classify({"is_correct": True, "bits_per_token": 0.4},
-        ...                 {"confidence": 0.5})
+        >>> rubric = RUBRICS["format_aware"]
+        >>> rubric.classify({"is_correct": 1, "has_box": 0, "repeated_pattern": 0},
+        ...                 {})
         3
         >>> rubric.labels[3], rubric.weights[3]
-        ('confident_correct', 1.0)
+        ('correct_unboxed', 2.0)
     """
 
     name: str
@@ -205,6 +273,7 @@ class Rubric:
     weights: tuple[float, ...]
     reference: str
     rule: Callable[[Reading], int] = field(repr=False, compare=False)
+    optional: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -216,7 +285,7 @@ class Rubric:
             )
         if not all(math.isfinite(weight) for weight in self.weights):
             raise ValueError(f"rubric {self.name}: weights must be finite")
-        unknown = [s for s in self.signals if s not in SIGNALS]
+        unknown = [s for s in self.signals + self.optional if s not in SIGNALS]
         unknown += [t for t in self.thresholds if t not in THRESHOLDS]
         if unknown:
             raise ValueError(f"rubric {self.name}: unknown names {unknown}")
@@ -226,13 +295,21 @@ class Rubric:
         """``C + 1``, the length of the weight vector."""
         return len(self.labels)
 
-    def check_thresholds(self, thresholds: Thresholds) -> None:
-        """Raise ValueError unless ``thresholds`` fixes every cut this rubric uses.
+    @property
+    def required_thresholds(self) -> tuple[str, ...]:
+        """The thresholds a run must fix (those without a paper default)."""
+        return tuple(t for t in self.thresholds if THRESHOLDS[t].default is None)
 
-        Extra names are ignored (one run config may serve several rubrics).
+    def check_thresholds(self, thresholds: Thresholds) -> None:
+        """Raise ValueError unless ``thresholds`` fixes every cut this rubric needs.
+
+        Extra names are ignored (one run config may serve several rubrics);
+        a cut with a paper default may be left out.
         """
         for name in self.thresholds:
             value = thresholds.get(name)
+            if value is None and THRESHOLDS[name].default is not None:
+                continue
             if isinstance(value, bool) or not isinstance(
                 value, int | float | np.integer | np.floating
             ):
@@ -242,19 +319,20 @@ class Rubric:
                 )
             if not math.isfinite(value):
                 raise ValueError(f"threshold {name} must be finite; got {value}")
-        if {"length_short", "length_long"} <= set(self.thresholds) and (
-            thresholds["length_short"] > thresholds["length_long"]
-        ):
-            raise ValueError(
-                "length_short must not exceed length_long; got "
-                f"{thresholds['length_short']} > {thresholds['length_long']}"
-            )
+        for low, high in _ORDERED:
+            if {low, high} <= set(self.thresholds) and thresholds[low] > thresholds[
+                high
+            ]:
+                raise ValueError(
+                    f"{low} must not exceed {high}; got "
+                    f"{thresholds[low]} > {thresholds[high]}"
+                )
 
     def classify(self, signals: Signals, thresholds: Thresholds) -> int:
         """The category ``0..C`` of one trial.
 
         Args:
-            signals: The trial's signals; names outside :attr:`signals` are
+            signals: The trial's signals; names outside the rubric's are
                 ignored, ``None`` counts as missing.
             thresholds: The run's fixed cuts (see :func:`thresholds_from_signals`).
 
@@ -266,6 +344,9 @@ class Rubric:
         values = {
             name: _signal_value(self.name, name, signals) for name in self.signals
         }
+        for name in self.optional:
+            if signals.get(name) is not None:
+                values[name] = _signal_value(self.name, name, signals)
         return self.rule(Reading(values, thresholds))
 
 
@@ -274,16 +355,18 @@ def thresholds_from_signals(
     rows: Iterable[Signals],
     percentiles: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
-    r"""A rubric's thresholds from an earlier log, by the library's percentile rule.
+    r"""A rubric's thresholds from a pilot or earlier log, by the paper's percentiles.
 
-    Pool every model's rows, as ``scorio.categorical`` does, so all models are
-    judged against the same cut. Rows missing a signal are skipped for that
-    signal's thresholds; an invalid value raises.
+    Pool every model's rows, so all models are judged against the same cut.
+    ``tau_low_wrong`` uses wrong attempts only and ``corr_p33``/``corr_p66``
+    correct ones (``is_correct >= 0.5``). Rows missing a signal are skipped
+    for that signal's thresholds; an invalid value raises. Cuts with a paper
+    default (``a_high``, ``invalid_c``) are not computed.
 
     Args:
-        rubric: The rubric whose :attr:`Rubric.thresholds` to compute.
+        rubric: The rubric whose thresholds to compute.
         rows: Signal rows of an earlier log.
-        percentiles: Overrides of :data:`THRESHOLDS` percentiles, in
+        percentiles: Overrides of the :data:`THRESHOLDS` percentiles, in
             ``[0, 100]``, keyed by threshold name.
 
     Returns:
@@ -294,17 +377,21 @@ def thresholds_from_signals(
             signal value, or no value of a needed signal in ``rows``.
 
     Formula:
-        :math:`\theta = \mathrm{percentile}_p(\{s_r\})` with linear
-        interpolation (numpy's default), ``p = 50`` for a median split and
-        ``25``/``75`` for the three-level split.
+        :math:`\theta = \mathrm{percentile}_p(\{s_r : r \in \text{among}\})`
+        with linear interpolation (numpy's default).
+
+    References:
+        Hariri et al., ICLR 2026, Appendix D.1, Table 4.
 
     Examples:
-        >>> rows = [{"output_tokens": n} for n in (100, 200, 400, 800, 1600)]
-        >>> thresholds_from_signals(RUBRICS["efficiency_adjusted"], rows)
-        {'length_short': 200.0, 'length_long': 800.0}
+        >>> rows = [{"token_ratio": r} for r in (0.1, 0.2, 0.3, 0.4)]
+        >>> cuts = thresholds_from_signals(RUBRICS["efficiency_adjusted"], rows)
+        >>> {name: round(value, 3) for name, value in cuts.items()}
+        {'len_p33': 0.199, 'len_p66': 0.298}
     """
+    computed = [t for t in rubric.thresholds if THRESHOLDS[t].percentile is not None]
     chosen = dict(percentiles or {})
-    strays = sorted(set(chosen) - set(rubric.thresholds))
+    strays = sorted(set(chosen) - set(computed))
     if strays:
         raise ValueError(f"rubric {rubric.name} has no thresholds {strays}")
     for name, percentile in chosen.items():
@@ -312,29 +399,39 @@ def thresholds_from_signals(
             raise ValueError(
                 f"percentile for {name} must be in [0, 100]; got {percentile}"
             )
-    needed = {THRESHOLDS[name].signal for name in rubric.thresholds}
-    columns: dict[str, list[float]] = {signal: [] for signal in needed}
+    columns: dict[tuple[str, Population], list[float]] = {
+        (THRESHOLDS[name].signal, THRESHOLDS[name].among): [] for name in computed
+    }
     for position, row in enumerate(rows):
-        for signal in needed:
+        for signal, among in columns:
             if row.get(signal) is None:
                 continue
             try:
-                value = _signal_value(rubric.name, signal, row)
+                value = float(_signal_value(rubric.name, signal, row))
+                if among != "all":
+                    if row.get("is_correct") is None:
+                        continue
+                    correct = _signal_value(rubric.name, "is_correct", row) >= 0.5
+                    if correct != (among == "correct"):
+                        continue
             except ValueError as exc:
                 raise ValueError(f"row {position}: {exc}") from exc
-            columns[signal].append(float(value))
+            columns[(signal, among)].append(value)
     result: dict[str, float] = {}
-    for name in rubric.thresholds:
+    for name in computed:
         spec = THRESHOLDS[name]
-        values = columns[spec.signal]
+        values = columns[(spec.signal, spec.among)]
         if not values:
-            raise ValueError(f"no {spec.signal} values in the log to compute {name}")
-        percentile = chosen.get(name, spec.percentile)
+            scope = "" if spec.among == "all" else f" among {spec.among} attempts"
+            raise ValueError(
+                f"no {spec.signal} values{scope} in the log to compute {name}"
+            )
+        percentile = chosen.get(name, spec.percentile or 0.0)
         result[name] = float(np.percentile(np.asarray(values), percentile))
     return result
 
 
-def _signal_value(rubric: str, name: str, signals: Signals) -> float | str:
+def _signal_value(rubric: str, name: str, signals: Signals) -> float:
     spec = SIGNALS[name]
     value = signals.get(name)
     if value is None:
@@ -346,23 +443,14 @@ def _signal_value(rubric: str, name: str, signals: Signals) -> float | str:
         if isinstance(value, bool | np.bool_ | int | np.integer) and value in (0, 1):
             return float(value)
         raise ValueError(problem)
-    if spec.kind == "reason":
-        if not isinstance(value, str):
-            raise ValueError(problem)
-        reason = "length" if value in _LENGTH_ALIASES else value
-        if reason not in FINISH_REASONS:
-            raise ValueError(problem)
-        return reason
-    if isinstance(value, bool | np.bool_) or not isinstance(
-        value, int | float | np.integer | np.floating
-    ):
+    if not isinstance(value, bool | np.bool_ | int | float | np.integer | np.floating):
         raise ValueError(problem)
-    if spec.kind == "count" and not isinstance(value, int | np.integer):
+    if spec.kind == "number" and isinstance(value, bool | np.bool_):
         raise ValueError(problem)
     number = float(value)
     if not math.isfinite(number) or number < 0.0:
         raise ValueError(problem)
-    if spec.kind == "probability" and number > 1.0:
+    if spec.kind in ("probability", "score") and number > 1.0:
         raise ValueError(problem)
     return number
 
@@ -370,34 +458,50 @@ def _signal_value(rubric: str, name: str, signals: Signals) -> float | str:
 _EXPECTED: Final[Mapping[SignalKind, str]] = MappingProxyType(
     {
         "flag": "true/false (or 0/1)",
-        "count": "an integer >= 0",
+        "score": "true/false or a number in [0, 1]",
         "number": "a finite number >= 0",
         "probability": "a number in [0, 1]",
-        "reason": "one of " + ", ".join(sorted(FINISH_REASONS | _LENGTH_ALIASES)),
     }
 )
 
 
-def _grid(correct: bool, level: bool, *, worst_wrong: bool) -> int:
-    """A 2 x 2 schema's category: wrong 0-1, correct 2-3, ``level`` on top.
-
-    With ``worst_wrong`` a wrong answer *with* the level is the worst case
-    (confidently wrong, a fooled verifier), so the level sits at 0 there.
-    """
-    if correct:
-        return 2 + level
-    return int(level != worst_wrong)
-
-
-def _define(
+def _paper(
     name: str,
     title: str,
     needs: str,
     categories: str,
-    reference: str,
+    intent: str,
     rule: Callable[[Reading], int],
 ) -> Rubric:
-    """A rubric from a table row: ``"signals | thresholds"``, ``"label:weight ..."``."""
+    """A paper schema from a Table 5 row: invalid is category 0, checked first.
+
+    ``needs`` is ``"signals | thresholds"`` beyond ``repeated_pattern`` and
+    ``is_correct``; ``categories`` lists ``label:weight`` for categories 1..C.
+    """
+    signals, _, thresholds = needs.partition("|")
+    pairs = [("invalid", "0"), *(item.split(":") for item in categories.split())]
+    verifier = "verifier_invalid" in signals.split()
+    return Rubric(
+        name,
+        title,
+        ("repeated_pattern", *signals.split()),
+        (*thresholds.split(), "invalid_c"),
+        tuple(label for label, _ in pairs),
+        tuple(float(weight) for _, weight in pairs),
+        f"paper, Appendix D.1 Table 5; default weights ours: {intent}",
+        lambda reading: 0 if reading.invalid else rule(reading),
+        () if verifier else ("verifier_invalid",),
+    )
+
+
+def _library(
+    name: str,
+    title: str,
+    needs: str,
+    categories: str,
+    rule: Callable[[Reading], int],
+) -> Rubric:
+    """A ``scorio.categorical`` schema: categories by increasing weight."""
     signals, _, thresholds = needs.partition("|")
     pairs = [item.split(":") for item in categories.split()]
     return Rubric(
@@ -407,119 +511,170 @@ def _define(
         tuple(thresholds.split()),
         tuple(label for label, _ in pairs),
         tuple(float(weight) for _, weight in pairs),
-        reference,
+        f"scorio 0.2.3 scorio.categorical schema {title!r}, its weights",
         rule,
     )
 
 
-_LIBRARY: Final = "scorio 0.2.3 scorio.categorical (the paper's library)"
-_OURS: Final = "ours (docs/rubrics.md); the paper's definition was not available"
+def _grid(correct: bool, level: bool, *, worst_wrong: bool) -> int:
+    """A 2 x 2 library schema: wrong 0-1, correct 2-3, ``level`` on top.
 
-# Categories are listed by increasing weight; the index is the category.
+    With ``worst_wrong`` a wrong answer *with* the level is the worst case.
+    """
+    if correct:
+        return 2 + level
+    return int(level != worst_wrong)
+
+
+def _two_by_two(first: bool, second: bool) -> int:
+    """Categories 1..4 of a paper 2 x 2 row order (wrong before correct)."""
+    return 1 + 2 * first + second
+
+
 RUBRICS: Final[Mapping[str, Rubric]] = MappingProxyType(
     {
         rubric.name: rubric
         for rubric in (
-            _define(
+            _paper(
                 "exact_match",
                 "Exact Match",
                 "is_correct |",
-                "incorrect:0 correct:1",
-                "paper: the binary case, C = 1 and w = (0, 1)",
-                lambda r: int(r.correct),
+                "wrong:0 correct:1",
+                "correct scores 1",
+                lambda r: 1 + r.correct,
             ),
-            _define(
+            _paper(
                 "format_aware",
                 "Format Aware",
                 "is_correct has_box |",
-                "wrong_unboxed:0 wrong_boxed:0.3 correct_unboxed:0.6 correct_boxed:1",
-                f"{_LIBRARY}: 'Format Compliance & Correctness', its weights",
-                lambda r: _grid(r.correct, r.boxed, worst_wrong=False),
+                "wrong_unboxed:0 wrong_boxed:1 correct_unboxed:2 correct_boxed:3",
+                "the paper's example [0, 0, 1, 2, 3]",
+                lambda r: _two_by_two(r.correct, r.boxed),
             ),
-            _define(
+            _paper(
                 "conf_calibrated",
                 "Conf-Calibrated",
+                "is_correct completion_bpt | tau_low_wrong corr_p33 corr_p66",
+                "wrong_low_conf:1 wrong_high_conf:0 correct_low_conf:2 "
+                "correct_mid:3 correct_high_conf:4",
+                "confident errors score least, confident correct answers most",
+                lambda r: (
+                    (3 + r.correct_confidence) if r.correct else 1 + r.wrong_high_conf
+                ),
+            ),
+            _paper(
+                "ood_robustness",
+                "OOD Robustness",
+                "is_correct prompt_bpt | tau_prompt",
+                "ood_wrong:0 ind_wrong:0 ood_correct:2 ind_correct:1",
+                "a correct answer to an unfamiliar (ood) prompt counts double",
+                lambda r: _two_by_two(r.correct, not r.ood),
+            ),
+            _paper(
+                "strict_compliance",
+                "Strict Compliance",
+                "is_correct has_box |",
+                "not_compliant:0 correct_boxed:1",
+                "only a correct boxed answer scores",
+                lambda r: 1 + (r.correct and r.boxed),
+            ),
+            _paper(
+                "conf_wrong_penalty",
+                "Conf-Wrong Penalty",
+                "is_correct completion_bpt | tau_low_wrong",
+                "wrong_high_conf:-1 wrong_low_conf:0 correct:1",
+                "a confident error is penalised below an invalid answer",
+                lambda r: 3 if r.correct else 1 + (not r.wrong_high_conf),
+            ),
+            _paper(
+                "verifier_only",
+                "Verifier-Only",
+                "verifier_correct verifier_wrong verifier_invalid | a_high",
+                "high_c:0 high_b:0 a_high:1",
+                "the verifier's acceptance alone scores",
+                lambda r: (
+                    3
+                    if r.a_high
+                    else 2
+                    if r.number("verifier_wrong") >= r.number("verifier_invalid")
+                    else 1
+                ),
+            ),
+            _paper(
+                "format_confidence",
+                "Format+Confidence",
+                "is_correct has_box completion_bpt | tau_high",
+                "wrong_unboxed:0 wrong_boxed_low_conf:1 wrong_boxed_high_conf:0 "
+                "correct_unboxed_low_conf:2 correct_unboxed_high_conf:3 "
+                "correct_boxed_low_conf:4 correct_boxed_high_conf:5",
+                "format first, then confidence; a confident boxed error scores 0",
+                lambda r: (
+                    (4 + 2 * r.boxed + r.high_conf)
+                    if r.correct
+                    else (2 + r.high_conf if r.boxed else 1)
+                ),
+            ),
+            _paper(
+                "length_robust",
+                "Length-Robust",
+                "is_correct |",
+                "wrong:0 correct:1",
+                "as Exact Match: length is not penalised",
+                lambda r: 1 + r.correct,
+            ),
+            _paper(
+                "verifier_probe",
+                "Verifier Probe",
+                "is_correct verifier_correct verifier_wrong verifier_invalid | a_high",
+                "wrong_a_high:0 wrong_not_a_high:0 correct_not_a_high:1 "
+                "correct_a_high:2",
+                "correct answers the verifier also accepts score most",
+                lambda r: (4 if r.a_high else 3) if r.correct else 2 - r.a_high,
+            ),
+            _paper(
+                "efficiency_adjusted",
+                "Efficiency-Adjusted",
+                "is_correct token_ratio | len_p33 len_p66",
+                "wrong_economical:0 wrong_moderate:0 wrong_verbose:0 "
+                "correct_economical:3 correct_moderate:2 correct_verbose:1",
+                "shorter correct answers score more",
+                lambda r: 1 + 3 * r.correct + r.length_class,
+            ),
+            _paper(
+                "concise_high_conf",
+                "Concise High-Conf",
+                "is_correct token_ratio completion_bpt | len_p33 len_p66 tau_high",
+                "wrong:0 correct_verbose:1 correct_moderate:2 correct_economical:3 "
+                "correct_economical_high_conf:4",
+                "correct, shorter and confident scores most",
+                lambda r: (
+                    (5 if r.length_class == 0 and r.high_conf else 4 - r.length_class)
+                    if r.correct
+                    else 1
+                ),
+            ),
+            _library(
+                "scorio_format_aware",
+                "Format Compliance & Correctness",
+                "is_correct has_box |",
+                "wrong_unboxed:0 wrong_boxed:0.3 correct_unboxed:0.6 correct_boxed:1",
+                lambda r: _grid(r.correct, r.boxed, worst_wrong=False),
+            ),
+            _library(
+                "scorio_conf_calibrated",
+                "Confident & Correct",
                 "is_correct bits_per_token | confidence",
                 "confident_wrong:0.1 unconfident_wrong:0.2 unconfident_correct:0.6 "
                 "confident_correct:1",
-                f"{_LIBRARY}: 'Confident & Correct', its weights",
                 lambda r: _grid(r.correct, r.confident, worst_wrong=True),
             ),
-            _define(
-                "ood_robustness",
-                "OOD Robustness",
+            _library(
+                "scorio_ood_robustness",
+                "Difficulty-Adjusted Correctness",
                 "is_correct prompt_bits_per_token | prompt_surprise",
                 "familiar_wrong:0.1 unfamiliar_wrong:0.4 familiar_correct:0.7 "
                 "unfamiliar_correct:1",
-                f"{_LIBRARY}: 'Difficulty-Adjusted Correctness', its weights; "
-                "matching it to this title is ours",
                 lambda r: _grid(r.correct, r.unfamiliar, worst_wrong=False),
-            ),
-            _define(
-                "strict_compliance",
-                "Strict Compliance",
-                "is_correct has_box finish_reason |",
-                "non_compliant:0 compliant_correct:1",
-                _OURS,
-                lambda r: int(r.correct and r.boxed and r.finish_reason == "stop"),
-            ),
-            _define(
-                "conf_wrong_penalty",
-                "Conf-Wrong Penalty",
-                "is_correct bits_per_token | confidence",
-                "confident_wrong:-1 unconfident_wrong:0 correct:1",
-                _OURS,
-                lambda r: 2 if r.correct else int(not r.confident),
-            ),
-            _define(
-                "verifier_only",
-                "Verifier-Only",
-                "verifier_prob | verifier",
-                "verifier_rejects:0 verifier_accepts:1",
-                f"{_OURS}; the signal is the library's verifier_pA",
-                lambda r: int(r.accepted),
-            ),
-            _define(
-                "format_confidence",
-                "Format+Confidence",
-                "is_correct has_box bits_per_token | confidence",
-                "wrong:0 correct_plain:0.5 correct_boxed:0.75 correct_confident:0.75 "
-                "correct_boxed_confident:1",
-                _OURS,
-                lambda r: r.correct * (1 + r.boxed + 2 * r.confident),
-            ),
-            _define(
-                "length_robust",
-                "Length-Robust",
-                "is_correct finish_reason |",
-                "wrong:0 truncated:0.5 correct:1",
-                _OURS,
-                lambda r: 2 if r.correct else int(r.finish_reason == "length"),
-            ),
-            _define(
-                "verifier_probe",
-                "Verifier Probe",
-                "is_correct verifier_prob | verifier",
-                "wrong_accepted:0.1 wrong_rejected:0.2 correct_rejected:0.6 "
-                "correct_accepted:1",
-                f"{_OURS}; the weights are Conf-Calibrated's",
-                lambda r: _grid(r.correct, r.accepted, worst_wrong=True),
-            ),
-            _define(
-                "efficiency_adjusted",
-                "Efficiency-Adjusted",
-                "is_correct output_tokens | length_short length_long",
-                "wrong:0 correct_long:0.5 correct_typical:0.75 correct_short:1",
-                f"{_OURS}; the split is the library's quartile rule",
-                lambda r: 0 if not r.correct else 1 if r.long else 3 if r.short else 2,
-            ),
-            _define(
-                "concise_high_conf",
-                "Concise High-Conf",
-                "is_correct output_tokens bits_per_token | length confidence",
-                "wrong:0 correct:0.5 correct_concise_confident:1",
-                _OURS,
-                lambda r: r.correct * (1 + (r.concise and r.confident)),
             ),
         )
     }

@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from monitor.rubrics import RUBRICS
+from scorio_core.count_metrics import MetricSpec
 
 MAX_ID_LENGTH = 256
 MAX_SIGNALS = 32
@@ -142,6 +143,8 @@ class RunConfig(BaseModel):
     webhooks: list[Annotated[str, Field(pattern=r"^https?://")]] = Field(
         default_factory=list
     )
+    # Live metrics beside Bayes@N, e.g. ["pass@4", "maj@5"] (count_metrics syntax).
+    metrics: list[str] = Field(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod
@@ -190,6 +193,15 @@ class RunConfig(BaseModel):
             rubric.check_thresholds(self.thresholds)
         elif self.thresholds:
             raise ValueError("thresholds need a rubric")
+        for text in self.metrics:
+            spec = MetricSpec.parse(text)
+            if spec.is_binary and len(self.weights) != 2:
+                raise ValueError(
+                    f"metric {text!r} needs binary outcomes; the run has "
+                    f"{len(self.weights)} categories"
+                )
+        if len(set(self.metrics)) != len(self.metrics):
+            raise ValueError("metrics must be distinct")
         if self.models is not None and len(set(self.models)) != len(self.models):
             raise ValueError("models must be distinct")
         if self.target == "top_k" and self.top_k is None:
@@ -211,6 +223,15 @@ class RunConfig(BaseModel):
         if self.questions is not None:
             return len(self.questions)
         return self.question_count
+
+
+class MetricValue(BaseModel):
+    """A live metric of one model: posterior mean, sd and credible interval."""
+
+    mu: float
+    sigma: float
+    lo: float
+    hi: float
 
 
 class ModelStatus(BaseModel):
@@ -237,6 +258,10 @@ class ModelStatus(BaseModel):
     needs_trials: bool
     predicted_trials: int | None
     budget_exhausted: bool = False
+    # avg@N (observed trials); null before the model's first trial.
+    avg: float | None = None
+    # "avg" and the run's ``metrics``, keyed by the name as the run wrote it.
+    metrics: dict[str, MetricValue] = Field(default_factory=dict)
 
 
 class Decision(BaseModel):

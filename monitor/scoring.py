@@ -8,7 +8,7 @@ paper's CI-aware rank group. The streaming status reuses these rows.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -20,6 +20,7 @@ from scorio_core import (
     order_by_mu,
     z_threshold,
 )
+from scorio_core.count_metrics import MetricSpec, MetricValue, ModelCounts, live_metrics
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +35,8 @@ class ModelScore:
     trials: int
     rank: int
     group: int
+    # avg@N and the requested metrics (count_metrics syntax), by name.
+    metrics: Mapping[str, MetricValue] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,13 +61,17 @@ class ResultsMatrix:
 
 
 def score_tables(
-    run: str, tables: Mapping[str, CountTable], confidence: float = 0.95
+    run: str,
+    tables: Mapping[str, CountTable],
+    confidence: float = 0.95,
+    metrics: Sequence[str] = (),
 ) -> Scoreboard:
     """Rank count tables by posterior mean and group them as the paper does.
 
     Intervals are central ``confidence`` credible intervals clipped to the
     score range ``[min w, max w]``; groups separate neighbours whose ``z``
-    reaches ``Phi^-1(confidence)`` (1.645 at 0.95).
+    reaches ``Phi^-1(confidence)`` (1.645 at 0.95). Each row also carries
+    ``avg`` and the ``metrics`` asked for (e.g. ``["pass@4", "maj@5"]``).
     """
     if not tables:
         raise ValueError(f"run {run!r} has no models to score")
@@ -73,6 +80,13 @@ def score_tables(
     sigmas = np.array([tables[name].sigma for name in names])
     ranks = competition_ranks(means)
     groups = ci_groups(means, sigmas, z_threshold(confidence))
+    specs = [MetricSpec.parse("avg")]
+    specs += [MetricSpec.parse(text) for text in metrics if text != "avg"]
+    counts = [
+        ModelCounts(t.observed_counts, t.prior_counts, t.question_count)
+        for t in (tables[name] for name in names)
+    ]
+    extra = live_metrics(specs, counts, tables[names[0]].weights, confidence)
     rows = []
     for index in order_by_mu(means):
         table = tables[names[index]]
@@ -87,6 +101,7 @@ def score_tables(
                 trials=table.trial_count,
                 rank=int(ranks[index]),
                 group=int(groups[index]),
+                metrics=extra[index],
             )
         )
     first = tables[names[0]]
@@ -99,7 +114,9 @@ def score_tables(
     )
 
 
-def score_matrix(matrix: ResultsMatrix, confidence: float = 0.95) -> Scoreboard:
+def score_matrix(
+    matrix: ResultsMatrix, confidence: float = 0.95, metrics: Sequence[str] = ()
+) -> Scoreboard:
     """Score a ``models x questions x trials`` results tensor."""
     if matrix.results.ndim != 3:
         raise ValueError(
@@ -115,7 +132,7 @@ def score_matrix(matrix: ResultsMatrix, confidence: float = 0.95) -> Scoreboard:
         name: CountTable.from_matrix(results, matrix.weights)
         for name, results in zip(matrix.models, matrix.results, strict=True)
     }
-    return score_tables(matrix.run, tables, confidence)
+    return score_tables(matrix.run, tables, confidence, metrics)
 
 
 def tables_from_trials(

@@ -52,10 +52,18 @@ def scoreboard_table(board: Scoreboard) -> Table:
     table = _leaderboard(
         f"{board.run}  ·  {questions}  ·  {board.confidence:.0%} intervals"
     )
+    names = list(board.models[0].metrics) if board.models else []
+    for name in names:
+        table.add_column(name, justify="right", no_wrap=True)
     low = min(row.lo for row in board.models)
     high = max(row.hi for row in board.models)
     for row in board.models:
-        table.add_row(*_cells(row, low, high))
+        shown = [row.metrics.get(name) for name in names]
+        metric_cells = [
+            "—" if value is None else f"{value.mu:.4f} ± {value.sigma:.4f}"
+            for value in shown
+        ]
+        table.add_row(*_cells(row, low, high), *metric_cells)
     return table
 
 

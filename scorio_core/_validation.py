@@ -100,13 +100,24 @@ def weight_vector(
 
 
 def weights(values: ArrayLike) -> NDArray[np.float64]:
-    """Validate a weight vector on its own (finite, 1-D, at least one entry)."""
+    """Validate a weight vector on its own (finite, 1-D, at least one entry).
+
+    Complex, string and other non-numeric entries are refused, as in scorio,
+    rather than silently converted (``"1"`` would parse, ``1+0j`` would lose
+    its imaginary part with only a warning).
+    """
     try:
-        array = np.asarray(values, dtype=np.float64)
+        raw = np.asarray(values)
     except (TypeError, ValueError) as exc:
         raise ValueError(
             f"w must be a 1-D array of finite numbers; got {_show(values)}"
         ) from exc
+    if np.issubdtype(raw.dtype, np.complexfloating):
+        raise ValueError(f"w must hold real numbers, not complex; got {_show(values)}")
+    if not (np.issubdtype(raw.dtype, np.number) or np.issubdtype(raw.dtype, np.bool_)):
+        raise ValueError(f"w must hold numbers; got {_show(values)}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        array = np.asarray(raw, dtype=np.float64)
     if array.ndim != 1 or array.size == 0:
         raise ValueError(f"w must be a non-empty 1-D array; got shape {array.shape}")
     if not np.all(np.isfinite(array)):
@@ -197,3 +208,22 @@ def unit_interval(value: object, name: str) -> float:
     if not 0.0 <= number <= 1.0:
         raise ValueError(f"{name} must be in [0, 1]; got {_show(value)}")
     return number
+
+
+def real_vector(values: object, name: str) -> NDArray[np.float64]:
+    """Any-shape array of finite real numbers (bools allowed), as float64."""
+    try:
+        raw = np.asarray(values)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"{name} must be a numeric array; got {_show(values)}"
+        ) from exc
+    if np.issubdtype(raw.dtype, np.complexfloating):
+        raise ValueError(f"{name} must hold real values, not complex values")
+    if not (np.issubdtype(raw.dtype, np.number) or np.issubdtype(raw.dtype, np.bool_)):
+        raise ValueError(f"{name} must hold only numeric values; got {_show(values)}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        array = np.asarray(raw, dtype=np.float64)
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} must be finite; got {_show(values)}")
+    return array

@@ -42,20 +42,50 @@ def z_score(mu_a: float, sigma_a: float, mu_b: float, sigma_b: float) -> float:
     return gap / spread
 
 
-def ranking_confidence(z: float) -> float:
+def order_confidence(z: float) -> float:
     r"""Posterior probability that an order separated by ``z`` is right.
 
     Formula:
         :math:`\rho = \Phi(z)`.
 
     Examples:
-        >>> round(ranking_confidence(1.6448536269514722), 6)
+        >>> round(order_confidence(1.6448536269514722), 6)
         0.95
     """
     value = float(z)
     if math.isnan(value) or value < 0.0:
         raise ValueError(f"z must be >= 0; got {z!r}")
     return float(ndtr(value))
+
+
+def ranking_confidence(
+    mu_a: float, sigma_a: float, mu_b: float, sigma_b: float
+) -> tuple[float, float]:
+    r"""Ranking confidence of two posteriors, as ``scorio.sinf.ranking_confidence``.
+
+    Formula:
+        :math:`z = |\mu_a - \mu_b| / \sqrt{\sigma_a^2 + \sigma_b^2}`,
+        :math:`\rho = \Phi(z)`. With both sigmas zero the answer is
+        ``(0.5, inf)`` for equal means and ``(1.0, inf)`` otherwise, as in
+        scorio (unlike :func:`z_score`, which gives ``z = 0`` for the tie).
+
+    References:
+        Hariri et al., ICLR 2026, Sec. 2.5 (eq. 9).
+
+    Returns:
+        ``(rho, z)``.
+
+    Examples:
+        >>> rho, z = ranking_confidence(0.6, 0.03, 0.5, 0.04)
+        >>> round(rho, 6), round(z, 6)
+        (0.97725, 2.0)
+    """
+    gap = abs(check.real(mu_a, "mu_a") - check.real(mu_b, "mu_b"))
+    spread = math.hypot(_sigma(sigma_a, "sigma_a"), _sigma(sigma_b, "sigma_b"))
+    if spread == 0.0:
+        return (0.5 if gap == 0.0 else 1.0), math.inf
+    z = gap / spread
+    return float(ndtr(z)), z
 
 
 def z_threshold(confidence: float = 0.95) -> float:

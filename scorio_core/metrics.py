@@ -121,7 +121,11 @@ def avg(R: ArrayLike, w: ArrayLike | None = None) -> tuple[float, float]:
     ).sigma
     observed = nu - 1.0
     unit_total = math.fsum((observed @ np.asarray(scaled.unit)).tolist())
-    average = scaled.offset + scaled.scale * unit_total / (question_count * trial_count)
+    # Divide before scaling: scale * unit_total overflows for w near 1e308
+    # while the average itself is representable (bayes does the same).
+    average = scaled.offset + scaled.scale * (
+        unit_total / (question_count * trial_count)
+    )
     total = scaled.category_count + trial_count
     return average, (total / trial_count) * sigma
 

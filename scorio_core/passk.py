@@ -66,6 +66,44 @@ class Credit:
         )
 
     @classmethod
+    def majority(cls, k: int) -> Credit:
+        """A strict majority: at least ``floor(k/2) + 1`` successes (Maj@k)."""
+        count = _positive_k(k)
+        return cls.threshold(count, count // 2 + 1)
+
+    @classmethod
+    def auc_at_k(cls, k: int) -> Credit:
+        """AUC@k: the trapezoidal average of Pass@1..Pass@k of a size-k bank."""
+        count = _positive_k(k)
+        if count == 1:
+            return cls.pass_at_k(1)
+        coefficients = np.full(count, 1.0 / (count - 1))
+        coefficients[[0, -1]] = 0.5 / (count - 1)
+        budgets = np.arange(1, count + 1)[None, :]
+        successes = np.arange(count + 1)[:, None]
+        values = hypergeom.sf(0, count, successes, budgets) @ coefficients
+        return cls(count, tuple(float(v) for v in values))
+
+    @classmethod
+    def spectrum(cls, weights: ArrayLike) -> Credit:
+        """Cumulative credit ``A_j = sum_{r<=j} w_r`` of threshold weights w_1..w_k.
+
+        Raises:
+            ValueError: unless the weights are finite, real, non-negative and
+                sum to at most one (1e-12 slack, as scorio).
+        """
+        array = check.real_vector(weights, "weights")
+        if array.ndim != 1 or array.size == 0:
+            raise ValueError("weights must be a non-empty 1D array")
+        if np.any(array < 0.0):
+            raise ValueError("weights must be non-negative")
+        total = float(np.sum(array))
+        if total > 1.0 + 1e-12:
+            raise ValueError(f"weights must satisfy sum(weights) <= 1; got sum={total}")
+        values = np.concatenate(([0.0], np.cumsum(array)))
+        return cls(int(array.size), tuple(float(v) for v in values))
+
+    @classmethod
     def threshold(cls, k: int, successes: int) -> Credit:
         """Credit one for at least ``successes`` of ``k``."""
         count = _positive_k(k)
@@ -286,6 +324,33 @@ def mg_pass_at_k_ci(
     return _posterior_ci(R, k, Credit.mg_pass_at_k, confidence, bounds, alpha0, beta0)
 
 
+def g_pass_at_k(R: ArrayLike, k: int) -> float:
+    """G-Pass@k: the all-success threshold, the same as :func:`pass_hat_k`.
+
+    Examples:
+        >>> round(g_pass_at_k([[0, 1, 1, 0, 1], [1, 1, 0, 1, 1]], 2), 6)
+        0.45
+    """
+    return pass_hat_k(R, k)
+
+
+def g_pass_at_k_ci(
+    R: ArrayLike,
+    k: int,
+    confidence: float = 0.95,
+    bounds: tuple[float, float] = (0.0, 1.0),
+    alpha0: float = 1.0,
+    beta0: float = 1.0,
+) -> tuple[float, float, float, float]:
+    """Posterior summary of G-Pass@k, the same target as :func:`pass_hat_k_ci`."""
+    return pass_hat_k_ci(R, k, confidence, bounds, alpha0, beta0)
+
+
+# scorio.eval's aliases: Unanimous@k is Pass^k.
+unanimous_at_k = pass_hat_k
+unanimous_at_k_ci = pass_hat_k_ci
+
+
 # -- kernels -------------------------------------------------------------------------
 
 
@@ -370,29 +435,79 @@ def _beta_moments(
         log_second = _log_power_moment(alpha, beta, 2 * credit.k)
         return np.exp(log_first), _variance_from_logs(log_first, log_second)
     values = np.asarray(credit.values)
-    weights, partner = _square_weights(credit.k)
     means = _bernstein_expectation(values, alpha, beta)
     # Integrate the centred square (g - mean)^2 per state: E[g^2] - mean^2
     # would cancel to a few digits when g is nearly constant.
     centered = values[None, :] - means[:, None]
-    squares = np.empty((centered.shape[0], weights.shape[0]))
-    # Chunks bound the (states, 2k+1, k+1) temporary to a few MB.
-    chunk = max(1, 2_000_000 // weights.size)
-    for start in range(0, centered.shape[0], chunk):
-        part = centered[start : start + chunk]
-        squares[start : start + chunk] = np.einsum(
-            "tj,sj,stj->st", weights, part, part[:, partner]
-        )
-    degree = squares.shape[1] - 1
-    pmf = betabinom.pmf(
-        np.arange(degree + 1)[None, :], degree, alpha[:, None], beta[:, None]
-    )
-    variances = np.einsum("st,st->s", pmf, squares)
+    variances = _centered_product_expectation(centered, centered, alpha, beta)
     if variances.size and float(variances.min()) < -VARIANCE_ROUNDOFF:
         raise FloatingPointError(
             "posterior variance of the credit is materially negative"
         )
     return means, np.maximum(variances, 0.0)
+
+
+def state_moments(
+    credit: Credit, alpha: NDArray[np.float64], beta: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Per-state posterior mean and variance of a credit under Beta(alpha, beta).
+
+    A kernel that trusts its inputs (positive alpha and beta of one shape).
+    """
+    return _beta_moments(credit, alpha, beta)
+
+
+def state_covariances(
+    first: Credit,
+    second: Credit,
+    alpha: NDArray[np.float64],
+    beta: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """Per-state posterior covariance of two credits under Beta(alpha, beta).
+
+    Integrates the product of the centred credits, so nearly independent or
+    nearly constant credits keep their digits. A kernel trusting its inputs.
+    """
+    left = np.asarray(first.values)
+    right = np.asarray(second.values)
+    left_centered = left[None, :] - _bernstein_expectation(left, alpha, beta)[:, None]
+    right_centered = (
+        right[None, :] - _bernstein_expectation(right, alpha, beta)[:, None]
+    )
+    return _centered_product_expectation(left_centered, right_centered, alpha, beta)
+
+
+def state_estimates(
+    successes: NDArray[np.int64], trials: NDArray[np.int64], credit: Credit
+) -> NDArray[np.float64]:
+    """Per-question unbiased finite-bank credit (hypergeometric average)."""
+    draws = np.arange(credit.k + 1)[None, :]
+    pmf = hypergeom.pmf(draws, trials[:, None], successes[:, None], credit.k)
+    return np.asarray(pmf @ np.asarray(credit.values), dtype=np.float64)
+
+
+def _centered_product_expectation(
+    left: NDArray[np.float64],
+    right: NDArray[np.float64],
+    alpha: NDArray[np.float64],
+    beta: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """``E[f(p) g(p)]`` per state for Bernstein coefficient rows ``left``, ``right``."""
+    weights, partner = _product_weights(left.shape[1] - 1, right.shape[1] - 1)
+    products = np.empty((left.shape[0], weights.shape[0]))
+    # Chunks bound the (states, degree, k+1) temporary to a few MB.
+    chunk = max(1, 2_000_000 // weights.size)
+    for start in range(0, left.shape[0], chunk):
+        part = left[start : start + chunk]
+        other = right[start : start + chunk]
+        products[start : start + chunk] = np.einsum(
+            "tj,sj,stj->st", weights, part, other[:, partner]
+        )
+    degree = products.shape[1] - 1
+    pmf = betabinom.pmf(
+        np.arange(degree + 1)[None, :], degree, alpha[:, None], beta[:, None]
+    )
+    return np.asarray(np.einsum("st,st->s", pmf, products), dtype=np.float64)
 
 
 def _log_power_moment(
@@ -424,24 +539,19 @@ def _bernstein_expectation(
     return np.asarray(pmf @ coefficients, dtype=np.float64)
 
 
-def _square_weights(k: int) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-    """Weights and partner indices to square a degree-k Bernstein polynomial.
+def _product_weights(
+    left_k: int, right_k: int
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """Weights and partner indices to multiply two Bernstein polynomials.
 
-    The square has degree 2k with h_t = sum_j W[t, j] x_j x_{t-j}, where
-    W[t, j] = C(k, j) C(k, t-j) / C(2k, t) is a hypergeometric pmf in j that
-    scipy evaluates stably; W is zero where t - j falls outside 0..k.
+    The product of degrees k and m has degree k+m with
+    h_t = sum_j W[t, j] x_j y_{t-j}, where W[t, j] = C(k, j) C(m, t-j) /
+    C(k+m, t) is a hypergeometric pmf in j that scipy evaluates stably; W is
+    zero where t - j falls outside 0..m.
     """
-    t = np.arange(2 * k + 1)[:, None]
-    j = np.arange(k + 1)[None, :]
+    t = np.arange(left_k + right_k + 1)[:, None]
+    j = np.arange(left_k + 1)[None, :]
     partner = t - j
-    valid = (partner >= 0) & (partner <= k)
-    weights = np.where(valid, hypergeom.pmf(j, 2 * k, k, t), 0.0)
-    return weights, np.clip(partner, 0, k)
-
-
-def _bernstein_square(
-    values: NDArray[np.float64],
-    weights: NDArray[np.float64],
-    partner: NDArray[np.int64],
-) -> NDArray[np.float64]:
-    return np.asarray((weights * values[None, :] * values[partner]).sum(axis=1))
+    valid = (partner >= 0) & (partner <= right_k)
+    weights = np.where(valid, hypergeom.pmf(j, left_k + right_k, left_k, t), 0.0)
+    return weights, np.clip(partner, 0, right_k)

@@ -43,7 +43,9 @@ class ScaledWeights:
     @classmethod
     def from_weights(cls, weights: NDArray[np.float64]) -> ScaledWeights:
         offset = float(weights[0])
-        centered = weights - offset
+        # Gaps between weights near +-1e308 overflow: detected just below.
+        with np.errstate(over="ignore", invalid="ignore"):
+            centered = weights - offset
         if not np.all(np.isfinite(centered)):
             # Gaps that overflow float64: fall back to scaling about zero.
             offset, centered = 0.0, weights

@@ -41,6 +41,7 @@ from monitor.scoring import (
 )
 from monitor.store import IngestReport, StoredEvent
 from monitor.view import scoreboard_table, status_view, terminal
+from scorio_core.count_metrics import MetricSpec
 
 
 def add_commands(commands: Subparsers) -> None:
@@ -67,6 +68,13 @@ def add_commands(commands: Subparsers) -> None:
         type=int,
         default=None,
         help="the benchmark's M for row files (default: questions seen)",
+    )
+    score.add_argument(
+        "--metrics",
+        type=_metrics,
+        default=[],
+        help="more metrics beside Bayes@N and avg, comma separated, e.g. "
+        "pass@4,maj@5,max@2 (the run config's metrics syntax)",
     )
     score.set_defaults(handler=run_score)
 
@@ -95,7 +103,7 @@ def run_score(arguments: argparse.Namespace) -> int:
         for matrix in load_results_npz(path):
             if arguments.weights is not None:
                 matrix = dataclasses.replace(matrix, weights=arguments.weights)
-            boards.append(score_matrix(matrix, arguments.confidence))
+            boards.append(score_matrix(matrix, arguments.confidence, arguments.metrics))
     else:
         boards = _score_rows(path, arguments)
         if not boards:
@@ -127,7 +135,8 @@ def _score_rows(path: Path, arguments: argparse.Namespace) -> list[Scoreboard]:
         )
     tables = tables_from_trials(trials, weights, arguments.question_count)
     return [
-        score_tables(run, tables[run], arguments.confidence) for run in sorted(tables)
+        score_tables(run, tables[run], arguments.confidence, arguments.metrics)
+        for run in sorted(tables)
     ]
 
 
@@ -139,6 +148,16 @@ def _board_json(board: Scoreboard) -> dict[str, object]:
         "open": board.is_open,
         "models": [dataclasses.asdict(row) for row in board.models],
     }
+
+
+def _metrics(text: str) -> list[str]:
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    for name in names:
+        try:
+            MetricSpec.parse(name)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from exc
+    return names
 
 
 def _weights(text: str) -> list[float]:

@@ -266,6 +266,7 @@ function renderLeaderboard(status) {
       el("td", {}, el("span", { class: "group", "data-field": "group" }, row.group)),
       el("td", { class: "model" }, swatch, el("span", { "data-field": "model" }, row.model)),
       el("td", { class: "num strong", "data-field": "mu" }, fixed(row.mu)),
+      el("td", { class: "num", "data-field": "avg" }, fixed(row.avg)),
       el("td", { class: "num", "data-field": "sigma" }, fixed(row.sigma)),
       el("td", { class: "num", "data-field": "interval" }, `${fixed(row.lo)} – ${fixed(row.hi)}`),
       el("td", { class: "num" }, el("span", { "data-field": "trials" }, row.trials), meter),
@@ -273,6 +274,33 @@ function renderLeaderboard(status) {
     );
   });
   $("#leaderboard tbody").replaceChildren(...rows);
+  renderMetrics(status);
+}
+
+// The run's live metrics (avg first), one column each, in leaderboard order.
+function renderMetrics(status) {
+  const names = [];
+  for (const row of status.models) {
+    for (const name of Object.keys(row.metrics ?? {})) if (!names.includes(name)) names.push(name);
+  }
+  const table = $("#metrics");
+  table.hidden = names.length < 2; // avg alone is already in the leaderboard
+  const head = names.map((name) => el("th", { class: "num", "data-metric": name }, name));
+  table.querySelector("thead tr").replaceChildren(el("th", {}, "Model"), ...head);
+  const rows = status.models.map((row) =>
+    el(
+      "tr",
+      { "data-model": row.model },
+      el("td", { class: "model" }, row.model),
+      ...names.map((name) => {
+        const value = row.metrics?.[name];
+        const title = value ? `${name}: ${fixed(value.lo)} – ${fixed(value.hi)}` : "";
+        const text = value ? `${fixed(value.mu)} ± ${fixed(value.sigma)}` : "—";
+        return el("td", { class: "num", "data-metric": name, title }, text);
+      }),
+    ),
+  );
+  table.querySelector("tbody").replaceChildren(...rows);
 }
 
 const PAIR_STATES = {

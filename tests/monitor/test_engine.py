@@ -290,7 +290,11 @@ def test_an_invalid_config_mapping_names_the_problem() -> None:
 def test_signals_are_classified_by_the_runs_rubric() -> None:
     monitor = Monitor()
     config = monitor.configure(
-        {"run": "r", "rubric": "conf_calibrated", "thresholds": {"confidence": 0.5}}
+        {
+            "run": "r",
+            "rubric": "scorio_conf_calibrated",
+            "thresholds": {"confidence": 0.5},
+        }
     )
     assert config.weights == [0.1, 0.2, 0.6, 1.0] and config.labels is not None
     base = {"run": "r", "model": "a", "question": "q"}
@@ -322,12 +326,12 @@ def test_signals_are_classified_by_the_runs_rubric() -> None:
     [
         ({"run": "r"}, {"is_correct": True}, "has no rubric"),
         (
-            {"run": "r", "rubric": "format_aware"},
+            {"run": "r", "rubric": "scorio_format_aware"},
             {"is_correct": True},
             "has_box",
         ),
         (
-            {"run": "r", "rubric": "format_aware"},
+            {"run": "r", "rubric": "scorio_format_aware"},
             {"is_correct": "yes", "has_box": True},
             "is_correct",
         ),
@@ -351,8 +355,11 @@ def test_unusable_signals_are_rejected_and_count_nothing(
     ("config", "reason"),
     [
         ({"run": "r", "rubric": "nope"}, "unknown rubric"),
-        ({"run": "r", "rubric": "conf_calibrated"}, "needs threshold confidence"),
-        ({"run": "r", "rubric": "format_aware", "weights": [0, 1]}, "4 categories"),
+        (
+            {"run": "r", "rubric": "scorio_conf_calibrated"},
+            "needs threshold confidence",
+        ),
+        ({"run": "r", "rubric": "format_aware", "weights": [0, 1]}, "5 categories"),
         ({"run": "r", "thresholds": {"confidence": 1.0}}, "thresholds need a rubric"),
     ],
 )
@@ -366,11 +373,9 @@ def test_a_bad_rubric_config_names_the_problem(
 def test_the_rubric_of_a_run_with_trials_cannot_change() -> None:
     monitor = Monitor()
     monitor.configure({"run": "r", "rubric": "exact_match"})
-    monitor.ingest(
-        {"run": "r", "model": "a", "question": 1, "trial": 0, "correct": True}
-    )
+    monitor.ingest({"run": "r", "model": "a", "question": 1, "trial": 0, "category": 2})
     with pytest.raises(ConfigError, match="rubric"):
-        monitor.configure({"run": "r"})
+        monitor.configure({"run": "r", "weights": [0.0, 0.0, 1.0]})
 
 
 def test_columns_as_integer_arrays_text_or_events_count_the_same() -> None:

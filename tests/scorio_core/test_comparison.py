@@ -16,6 +16,7 @@ from scorio_core import (
     competition_ranks,
     convergence_at_n,
     kendall_tau,
+    order_confidence,
     ranking_confidence,
     z_score,
     z_threshold,
@@ -40,7 +41,17 @@ def test_z_and_rho_equal_scorio(
 ) -> None:
     rho, z = oracle_sinf.ranking_confidence(mu_a, sigma_a, mu_b, sigma_b)
     assert z_score(mu_a, sigma_a, mu_b, sigma_b) == pytest.approx(z, abs=1e-12)
-    assert ranking_confidence(z) == pytest.approx(rho, abs=1e-12)
+    assert order_confidence(z) == pytest.approx(rho, abs=1e-12)
+    ours_rho, ours_z = ranking_confidence(mu_a, sigma_a, mu_b, sigma_b)
+    assert ours_z == pytest.approx(z, abs=1e-12)
+    assert ours_rho == pytest.approx(rho, abs=1e-12)
+
+
+@pytest.mark.parametrize("mu_b", [0.5, 0.4])
+def test_ranking_confidence_of_exact_posteriors_matches_scorio(mu_b: float) -> None:
+    assert ranking_confidence(0.5, 0.0, mu_b, 0.0) == oracle_sinf.ranking_confidence(
+        0.5, 0.0, mu_b, 0.0
+    )
 
 
 def test_exact_posteriors_give_infinite_or_zero_z() -> None:

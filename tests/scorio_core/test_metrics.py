@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import scorio.eval as oracle
@@ -99,7 +101,7 @@ def test_a_one_dimensional_result_is_one_question() -> None:
         (([[0, 2]], None), "R is not binary"),
         (([[0, 1]], [0.0, np.inf]), "w must hold finite numbers"),
         (([[0, 1]], [[0.0, 1.0]]), "w must be a non-empty 1-D array"),
-        (([[0, 1]], ["a", "b"]), "w must be a 1-D array of finite numbers"),
+        (([[0, 1]], ["a", "b"]), "w must hold numbers"),
         (
             ([[0, 1], [1, 1]], [0.0, 1.0], [[0, 1]]),
             "R0 must have the same number of rows",
@@ -126,3 +128,38 @@ def test_confidence_outside_the_open_unit_interval_is_rejected(
 def test_inverted_bounds_are_rejected() -> None:
     with pytest.raises(ValueError, match="bounds must satisfy lo <= hi"):
         scorio_core.bayes_ci([[0, 1]], bounds=(1.0, 0.0))
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [
+        [0, 1j],
+        np.array([0.0, 1.0 + 0j]),
+        ["0", "1"],
+        [b"0", b"1"],
+        np.array([0, 1], dtype=object),
+    ],
+)
+@pytest.mark.parametrize("name", ["bayes", "avg"])
+def test_complex_and_string_weights_are_refused_like_scorio(
+    weights: object, name: str
+) -> None:
+    results = [[0, 1, 1], [1, 1, 0]]
+    with pytest.raises(ValueError):
+        getattr(oracle, name)(results, weights)
+    with pytest.raises(ValueError, match="w must hold"):
+        getattr(scorio_core, name)(results, weights)
+
+
+@pytest.mark.parametrize(
+    "weights", [[0.0, 1e307], [1e308, -1e308], [1.7e308, -1.7e308], [-1e307, 1e307]]
+)
+def test_avg_does_not_overflow_where_bayes_does_not(weights: list[float]) -> None:
+    results = np.array([[0, 1, 1], [1, 1, 0], [1, 1, 1]])
+    with np.errstate(all="raise"):
+        average, sigma = scorio_core.avg(results, weights)
+        mu, _ = scorio_core.bayes(results, weights)
+    assert math.isfinite(mu) and math.isfinite(average) and math.isfinite(sigma)
+    expected = oracle.avg(results, weights)
+    assert average == pytest.approx(expected[0], rel=1e-12)
+    assert sigma == pytest.approx(expected[1], rel=1e-12)

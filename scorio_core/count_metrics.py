@@ -1,0 +1,458 @@
+r"""scorio metrics with intervals straight from count tables (the live metrics).
+
+A run may ask for more than Bayes@N; every metric here depends only on each
+question's outcome counts, so the monitor computes it from the count tables
+it already keeps. Syntax (:meth:`MetricSpec.parse`), ``k`` a positive integer:
+
+==========================  ============================================
+``avg`` (or ``avg@N``)      avg@N with its Bayesian sigma (any weights)
+``bayes`` (``bayes@N``)     Bayes@N itself (any weights)
+``max@k``                   Max@k, best reward of k (any weights)
+``pass@k``                  Pass@k (binary runs)
+``pass^k``                  Pass^k; also ``unanimous@k`` and ``g_pass@k``
+``g_pass@k:tau``            G-Pass@k_tau, tau in [0, 1]
+``mg_pass@k``               mG-Pass@k
+``maj@k``                   Maj@k, a strict majority of k
+``auc@k``                   AUC@k over Pass@1..Pass@k
+``geom@k``, ``geom_ds@k``   Geom@k, questionwise and dataset-level
+``geo_spectrum_star@k``     GeoSpectrum*@k
+==========================  ============================================
+
+Each value is the ``_ci`` version of the scorio function: ``(mu, sigma, lo,
+hi)`` of the metric's posterior (avg: the observed average with eq. 20's
+sigma). Binary metrics count category 1 as a success.
+
+Uneven trial counts (the streaming case), per metric:
+
+- Binary metrics: each question has its own Beta posterior
+  ``Beta(1 + prior successes + c_a, 1 + prior failures + n_a - c_a)``, so a
+  question with more trials is simply better known; a question with no
+  trials contributes the prior's value; ``k`` may exceed ``n_a`` because the
+  posterior metric is about ``k`` fresh trials. The geometric blends combine
+  those per-question moments (delta method), as scorio does.
+- ``max@k`` and ``bayes``: each question's own Dirichlet posterior
+  (counts + prior outcomes + 1).
+- ``avg``: the mean over questions with at least one trial of each
+  question's observed mean, with ``sigma_a = (1/M') sqrt(sum_a (T_a/n_a)^2
+  Var_a)``, as :attr:`CountTable.avg <scorio_core.counts.CountTable.avg>`.
+
+With every question at the same ``N`` and no prior outcomes, each equals the
+batch function on the results matrix: ``pass_at_k_ci(R, k, confidence)``,
+``max_at_k_ci(R, k, w, confidence=..., bounds=(min w, max w))``,
+``avg_ci(R, w, confidence, (min w, max w))`` and so on (tested). Intervals
+are clipped to ``[0, 1]`` for binary metrics and ``[min w, max w]`` otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from scorio_core.maxreward import max_posterior_terms
+from scorio_core.passk import Credit, state_covariances, state_moments
+from scorio_core.posterior import ScaledWeights, clipped_interval, z_value
+from scorio_core.spectrum import delta_method, upper_half_weights
+
+Family = Literal[
+    "avg",
+    "bayes",
+    "max",
+    "pass",
+    "pass_hat",
+    "g_pass_tau",
+    "mg_pass",
+    "maj",
+    "auc",
+    "geom",
+    "geom_ds",
+    "geo_spectrum_star",
+]
+_FAMILIES: Final[dict[str, Family]] = {
+    "max": "max",
+    "pass": "pass",
+    "unanimous": "pass_hat",
+    "g_pass": "pass_hat",
+    "mg_pass": "mg_pass",
+    "maj": "maj",
+    "auc": "auc",
+    "geom": "geom",
+    "geom_ds": "geom_ds",
+    "geo_spectrum_star": "geo_spectrum_star",
+}
+_ANY_WEIGHTS: Final = frozenset({"avg", "bayes", "max"})
+_SYNTAX: Final = re.compile(
+    r"^(?P<name>[a-z_]+)(?P<mark>[@^])(?P<k>[0-9]+)(?::(?P<tau>.+))?$"
+)
+# A live metric's cost per distinct question state grows like k (pass, pass^,
+# max) or k^2 (the others); past this a status refresh would take seconds.
+MAX_K: Final = 1024
+SYNTAX_HELP: Final = (
+    "avg, bayes, pass^k, or NAME@k with NAME one of pass, unanimous, g_pass, "
+    "mg_pass, maj, auc, max, geom, geom_ds, geo_spectrum_star (g_pass@k:tau "
+    "for G-Pass@k_tau)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    """One requested live metric, keyed by the text the run wrote."""
+
+    text: str
+    family: Family
+    k: int = 1
+    tau: float | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> MetricSpec:
+        """Read ``"pass@4"``, ``"g_pass@8:0.75"``, ``"avg"`` ...
+
+        Raises:
+            ValueError: naming the text and the syntax.
+
+        Examples:
+            >>> MetricSpec.parse("g_pass@8:0.75")
+            MetricSpec(text='g_pass@8:0.75', family='g_pass_tau', k=8, tau=0.75)
+        """
+        cleaned = text.strip()
+        if cleaned in ("avg", "avg@N"):
+            return cls(text, "avg")
+        if cleaned in ("bayes", "bayes@N"):
+            return cls(text, "bayes")
+        match = _SYNTAX.match(cleaned)
+        family: Family | None = None
+        if match is not None:
+            name, mark = match.group("name"), match.group("mark")
+            family = _FAMILIES.get(name) if mark == "@" else None
+            if mark == "^" and name == "pass":
+                family = "pass_hat"
+        if match is None or family is None:
+            raise ValueError(f"unknown metric {text!r}; the syntax is {SYNTAX_HELP}")
+        k = int(match.group("k"))
+        if not 1 <= k <= MAX_K:
+            raise ValueError(f"metric {text!r}: k must be in 1..{MAX_K}")
+        tau_text = match.group("tau")
+        if tau_text is None:
+            return cls(text, family, k)
+        if match.group("name") != "g_pass":
+            raise ValueError(f"metric {text!r}: only g_pass@k takes ':tau'")
+        try:
+            tau = float(tau_text)
+        except ValueError:
+            tau = math.nan
+        if not 0.0 <= tau <= 1.0:
+            raise ValueError(f"metric {text!r}: tau must be a number in [0, 1]")
+        return cls(text, "g_pass_tau", k, tau)
+
+    @property
+    def is_binary(self) -> bool:
+        """Whether the metric needs binary outcomes (two categories)."""
+        return self.family not in _ANY_WEIGHTS
+
+
+@dataclass(frozen=True, slots=True)
+class MetricValue:
+    """A live metric: posterior mean, sd and credible interval."""
+
+    mu: float
+    sigma: float
+    lo: float
+    hi: float
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCounts:
+    """One model's count table as the metrics read it.
+
+    ``observed`` and ``prior`` are ``rows x (C+1)`` (``prior`` None: no prior
+    outcomes); ``question_count`` is ``M`` (rows beyond the seen ones have no
+    trials and no prior outcomes).
+    """
+
+    observed: NDArray[np.int64]
+    prior: NDArray[np.int64] | None
+    question_count: int
+
+
+def live_metrics(
+    specs: Sequence[MetricSpec],
+    models: Sequence[ModelCounts],
+    weights: NDArray[np.float64],
+    confidence: float,
+) -> list[dict[str, MetricValue]]:
+    """Every requested metric for every model, in one vectorised pass per metric.
+
+    Raises:
+        ValueError: a binary metric for a run with more than two categories.
+    """
+    results: list[dict[str, MetricValue]] = [{} for _ in models]
+    if not models:
+        return results
+    z = z_value(confidence)
+    bank = _Rows(models)
+    binary: _BinaryStates | None = None
+    for spec in specs:
+        if spec.is_binary and weights.size != 2:
+            raise ValueError(
+                f"metric {spec.text!r} needs binary outcomes; the run has "
+                f"{weights.size} categories"
+            )
+        if spec.family == "avg":
+            values = _avg(bank, weights)
+        elif spec.family == "bayes":
+            values = _bayes(bank, weights)
+        elif spec.family == "max":
+            values = _max(bank, weights, spec.k)
+        else:
+            binary = binary or _BinaryStates(bank)
+            values = _binary(binary, spec)
+        bounds = (
+            (0.0, 1.0)
+            if spec.is_binary
+            else (float(weights.min()), float(weights.max()))
+        )
+        for index, value in enumerate(values):
+            if value is None:
+                continue
+            mu, sigma = value
+            low, high = clipped_interval(mu, z * sigma, bounds)
+            results[index][spec.text] = MetricValue(mu, sigma, low, high)
+    return results
+
+
+class _Rows:
+    """All models' count rows as distinct states and a models x states histogram.
+
+    A state is a row of observed and prior counts; every metric is a per-state
+    value summed over a model's questions, so it is computed once per distinct
+    state (a few hundred for thousands of questions), not once per question.
+    Each model also gets ``M - rows`` empty states for questions it has not seen.
+    """
+
+    def __init__(self, models: Sequence[ModelCounts]) -> None:
+        self.model_count = len(models)
+        width = models[0].observed.shape[1]
+        rows = np.array([model.observed.shape[0] for model in models])
+        padding = np.zeros((self.model_count, width), dtype=np.int64)
+        observed = np.concatenate([m.observed for m in models] + [padding])
+        columns = [observed[:, c] for c in range(width)]
+        # Prior outcomes are rare: leave their columns out when there are none.
+        has_prior = any(m.prior is not None and m.prior.any() for m in models)
+        if has_prior:
+            prior = np.concatenate(
+                [
+                    m.prior if m.prior is not None else np.zeros_like(m.observed)
+                    for m in models
+                ]
+                + [padding]
+            )
+            columns += [prior[:, c] for c in range(width)]
+        indices = np.arange(self.model_count)
+        owner = np.concatenate([np.repeat(indices, rows), indices])
+        unseen = np.array([m.question_count for m in models]) - rows
+        weight = np.concatenate(
+            [np.ones(int(rows.sum())), np.maximum(unseen, 0).astype(np.float64)]
+        )
+        states, inverse = _distinct(columns)
+        self.observed = states[:, :width]
+        self.prior = states[:, width:] if has_prior else np.zeros_like(self.observed)
+        size = states.shape[0]
+        self.histogram = np.bincount(
+            owner * size + inverse,
+            weights=weight,
+            minlength=self.model_count * size,
+        ).reshape(self.model_count, size)
+        self.question_counts = self.histogram.sum(axis=1)
+
+    def total(self, values: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Per-model sums over questions of per-state values."""
+        return np.asarray(self.histogram @ values, dtype=np.float64)
+
+    def seen_counts(self, seen: NDArray[np.bool_]) -> NDArray[np.float64]:
+        return self.total(seen.astype(np.float64))
+
+
+def _distinct(
+    columns: list[NDArray[np.int64]],
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Distinct rows of the given columns (>= 0) and the inverse map.
+
+    Rows are keyed by a mixed-radix number; a small key space is counted with
+    bincount in linear time, a larger one sorted.
+    """
+    radices = [int(column.max()) + 1 for column in columns]
+    size = math.prod(radices)
+    if size > 1 << 62:
+        stacked = np.stack(columns, axis=1)
+        states, inverse = np.unique(stacked, axis=0, return_inverse=True)
+        return states, inverse.reshape(-1)
+    keys = columns[0].astype(np.int64)
+    for column, radix in zip(columns[1:], radices[1:], strict=True):
+        keys = keys * radix + column
+    if size <= 1 << 22:
+        present = np.flatnonzero(np.bincount(keys, minlength=size))
+        lookup = np.empty(size, dtype=np.int64)
+        lookup[present] = np.arange(present.size)
+        unique_keys, inverse = present, lookup[keys]
+    else:
+        unique_keys, inverse = np.unique(keys, return_inverse=True)
+    states = np.empty((unique_keys.size, len(columns)), dtype=np.int64)
+    remainder = unique_keys.copy()
+    for index in range(len(columns) - 1, -1, -1):
+        states[:, index] = remainder % radices[index]
+        remainder //= radices[index]
+    return states, inverse.reshape(-1)
+
+
+Pair = tuple[float, float] | None
+
+
+def _summaries(
+    bank: _Rows, means: NDArray[np.float64], variances: NDArray[np.float64]
+) -> list[Pair]:
+    mu = bank.total(means) / bank.question_counts
+    sigma = np.sqrt(np.maximum(bank.total(variances), 0.0)) / bank.question_counts
+    return [(float(m), float(s)) for m, s in zip(mu, sigma, strict=True)]
+
+
+def _bayes(bank: _Rows, weights: NDArray[np.float64]) -> list[Pair]:
+    scaled = ScaledWeights.from_weights(weights)
+    unit = np.asarray(scaled.unit)
+    nu = (bank.observed + bank.prior + 1).astype(np.float64)
+    total = nu.sum(axis=1)
+    p = nu / total[:, None]
+    means = p @ unit
+    variances = np.maximum(p @ (unit * unit) - means**2, 0.0) / (total + 1.0)
+    return [
+        None
+        if pair is None
+        else (scaled.offset + scaled.scale * pair[0], scaled.scale * pair[1])
+        for pair in _summaries(bank, means, variances)
+    ]
+
+
+def _avg(bank: _Rows, weights: NDArray[np.float64]) -> list[Pair]:
+    scaled = ScaledWeights.from_weights(weights)
+    unit = np.asarray(scaled.unit)
+    trials = bank.observed.sum(axis=1).astype(np.float64)
+    seen = trials > 0
+    nu = (bank.observed + bank.prior + 1).astype(np.float64)
+    total = nu.sum(axis=1)
+    p = nu / total[:, None]
+    bayes_means = p @ unit
+    variances = np.maximum(p @ (unit * unit) - bayes_means**2, 0.0) / (total + 1.0)
+    safe = np.where(seen, trials, 1.0)
+    means = np.where(seen, (bank.observed @ unit) / safe, 0.0)
+    stretched = np.where(seen, (total / safe) ** 2 * variances, 0.0)
+    counts = bank.seen_counts(seen)
+    mean_sums = bank.total(means)
+    variance_sums = bank.total(stretched)
+    values: list[Pair] = []
+    for count, mean_sum, variance_sum in zip(
+        counts.tolist(), mean_sums.tolist(), variance_sums.tolist(), strict=True
+    ):
+        if count == 0:
+            values.append(None)
+            continue
+        values.append(
+            (
+                scaled.offset + scaled.scale * (mean_sum / count),
+                scaled.scale * math.sqrt(max(variance_sum, 0.0)) / count,
+            )
+        )
+    return values
+
+
+def _max(bank: _Rows, weights: NDArray[np.float64], k: int) -> list[Pair]:
+    if k == 1:
+        return _bayes(bank, weights)
+    nu = (bank.observed + bank.prior + 1).astype(np.float64)
+    means, sigmas = max_posterior_terms(nu, weights, k)
+    largest = float(sigmas.max()) if sigmas.size else 0.0
+    if largest == 0.0:
+        return _summaries(bank, means, np.zeros_like(sigmas))
+    # Rescale before squaring: sigmas near 1e308 would overflow.
+    pairs = _summaries(bank, means, (sigmas / largest) ** 2)
+    return [(pair[0], largest * pair[1]) if pair else None for pair in pairs]
+
+
+class _BinaryStates:
+    """Beta posteriors of the distinct states of a binary run."""
+
+    def __init__(self, bank: _Rows) -> None:
+        self.bank = bank
+        successes = bank.observed[:, 1].astype(np.float64)
+        failures = bank.observed[:, 0].astype(np.float64)
+        self.alpha = 1.0 + bank.prior[:, 1] + successes
+        self.beta = 1.0 + bank.prior[:, 0] + failures
+
+    def per_row(self, values: NDArray[np.float64]) -> NDArray[np.float64]:
+        return values
+
+
+def _credit(spec: MetricSpec) -> Credit:
+    if spec.family == "pass":
+        return Credit.pass_at_k(spec.k)
+    if spec.family == "pass_hat":
+        return Credit.pass_hat_k(spec.k)
+    if spec.family == "g_pass_tau":
+        return Credit.g_pass_at_k_tau(spec.k, spec.tau or 0.0)
+    if spec.family == "mg_pass":
+        return Credit.mg_pass_at_k(spec.k)
+    if spec.family == "maj":
+        return Credit.majority(spec.k)
+    return Credit.auc_at_k(spec.k)
+
+
+def _binary(states: _BinaryStates, spec: MetricSpec) -> list[Pair]:
+    bank = states.bank
+    if spec.family in ("geom", "geom_ds", "geo_spectrum_star"):
+        return _blend(states, spec)
+    means, variances = state_moments(_credit(spec), states.alpha, states.beta)
+    return _summaries(bank, states.per_row(means), states.per_row(variances))
+
+
+def _blend(states: _BinaryStates, spec: MetricSpec) -> list[Pair]:
+    first = Credit.pass_at_k(spec.k)
+    if spec.family == "geo_spectrum_star":
+        second = Credit.spectrum(upper_half_weights(spec.k))
+    else:
+        second = Credit.pass_hat_k(spec.k)
+    first_means, first_variances = state_moments(first, states.alpha, states.beta)
+    second_means, second_variances = state_moments(second, states.alpha, states.beta)
+    covariances = state_covariances(first, second, states.alpha, states.beta)
+    bank = states.bank
+    if spec.family == "geom":
+        pairs = [
+            delta_method(
+                (float(first_means[i]), float(second_means[i])),
+                (float(first_variances[i]), float(second_variances[i])),
+                float(covariances[i]),
+                (0.5, 0.5),
+            )
+            for i in range(first_means.size)
+        ]
+        means = np.array([pair[0] for pair in pairs])
+        variances = np.array([pair[1] for pair in pairs])
+        return _summaries(bank, states.per_row(means), states.per_row(variances))
+    count = bank.question_counts
+    mean_x = bank.total(states.per_row(first_means)) / count
+    mean_y = bank.total(states.per_row(second_means)) / count
+    variance_x = bank.total(states.per_row(first_variances)) / count**2
+    variance_y = bank.total(states.per_row(second_variances)) / count**2
+    covariance = bank.total(states.per_row(covariances)) / count**2
+    values: list[Pair] = []
+    for index in range(bank.model_count):
+        mean, variance = delta_method(
+            (float(mean_x[index]), float(mean_y[index])),
+            (float(variance_x[index]), float(variance_y[index])),
+            float(covariance[index]),
+            (0.5, 0.5),
+        )
+        values.append((mean, math.sqrt(variance)))
+    return values
