@@ -165,3 +165,35 @@ def test_question_major_arrival_is_not_mistaken_for_progress() -> None:
     assert not status.pairs[0].unresolvable and not status.decisions
     assert {row.model for row in status.models if row.needs_trials} == {"a", "b"}
     assert all((row.predicted_trials or 0) >= 20 * 80 for row in status.models)
+
+
+def test_a_margin_turns_a_near_tie_into_a_fired_equivalence() -> None:
+    with Monitor(look_interval_s=0.0) as monitor:
+        monitor.configure(
+            RunConfig(
+                run="r",
+                question_count=10,
+                max_trials_per_question=200,
+                equivalence_margin=0.15,
+            )
+        )
+        monitor.ingest(
+            [
+                {
+                    "run": "r",
+                    "model": model,
+                    "question": q,
+                    "trial": t,
+                    "correct": (37 * t + 11 * q + shift) % 100 < 50,
+                }
+                for model, shift in (("a", 0), ("b", 3))
+                for q in range(10)
+                for t in range(60)
+            ]
+        )
+        status = monitor.status("r")
+        fired = monitor.events_after("r")
+    assert status.pairs[0].equivalent and not status.pairs[0].unresolvable
+    assert [d.kind for d in status.decisions] == ["equivalent"]
+    assert "pair_equivalent" in {event.kind for event in fired}
+    assert not any(row.needs_trials for row in status.models)
