@@ -92,10 +92,26 @@ def run_watch(arguments: argparse.Namespace) -> int:
     with Monitor(state) as monitor:
         for config in load_run_configs(arguments.config) if arguments.config else []:
             monitor.configure(config)
+        console = terminal()
+        live = console.is_terminal and not arguments.json and arguments.http is None
+        refresh = _Throttle(0.25)
+        pending = False
+
+        def draw() -> None:
+            nonlocal pending
+            pending = False
+            display.update(_views(monitor, events), refresh=True)
+
+        def idle(interval_s: float) -> None:
+            # A following reader waits here on an idle file: draw what the last
+            # throttled batch did not, so the screen never lags the counts.
+            if live and pending:
+                draw()
+            time.sleep(interval_s)
+
         source = JsonLines(path, follow=arguments.follow)
         resume = Cursor.decode(monitor.cursor(source.name))
-        source = JsonLines(path, follow=arguments.follow, resume=resume)
-        console = terminal()
+        source = JsonLines(path, follow=arguments.follow, resume=resume, sleep=idle)
         if arguments.http is not None:
             asyncio.run(_watch_serving(monitor, source, arguments.http, console))
             if arguments.json:
@@ -103,10 +119,9 @@ def run_watch(arguments: argparse.Namespace) -> int:
             return 0
         _stop_on_signals(source)
         events: list[StoredEvent] = []
-        live = console.is_terminal and not arguments.json
-        refresh = _Throttle(0.25)
 
         def report_progress(report: IngestReport) -> None:
+            nonlocal pending
             for rejection in report.rejected:
                 where = rejection.source.removeprefix("file:")
                 print(
@@ -114,9 +129,14 @@ def run_watch(arguments: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
             events.extend(report.events)
-            if live and refresh.ready():
-                display.update(_views(monitor, events))
+            if not live:
+                return
+            pending = True
+            if refresh.ready():
+                draw()
 
+        # auto_refresh=False: the view is redrawn explicitly (refresh=True) when
+        # counts change, never from a second thread reading the engine.
         with (
             Live(console=console, auto_refresh=False, transient=False)
             if live
@@ -124,7 +144,7 @@ def run_watch(arguments: argparse.Namespace) -> int:
         ):
             totals = watch(monitor, source, on_report=report_progress)
             if live:
-                display.update(_views(monitor, events), refresh=True)
+                draw()
         statuses = monitor.statuses()
         if arguments.json:
             print_statuses(statuses)
