@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
 from monitor.cli import files, live, serving, simulating
 from monitor.errors import MonitorError
@@ -39,7 +40,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog="scorio-monitor",
         description="Streaming Bayes@N evaluation monitor with adaptive stopping.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     for module in (live, files, serving, simulating):
         module.add_commands(commands)
     return parser
+
+
+def _version() -> str:
+    try:
+        return metadata.version("scorio-monitor")
+    except metadata.PackageNotFoundError:
+        # Run from a source tree that was never installed.
+        return "unknown (not installed)"
