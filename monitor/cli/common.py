@@ -1,15 +1,20 @@
-"""What several commands share: the default state file and printing statuses."""
+"""What several commands share: the default state file, printing statuses and
+refusing inputs a command cannot read."""
 
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
-from typing import TypeAlias
+from typing import Final, Literal, TypeAlias
 
 from monitor.schema import Status
 
 DEFAULT_STATE = Path("scorio-monitor.db")
+
+InputKind: TypeAlias = Literal["lines", "csv", "jsonl", "npz", "lm-eval"]
+
+_ZIP_MAGIC: Final = b"PK\x03\x04"
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
@@ -24,3 +29,50 @@ def print_statuses(statuses: list[Status]) -> None:
                 [status.model_dump(mode="json") for status in statuses], indent=2
             )
         )
+
+
+def is_npz(path: Path) -> bool:
+    """Whether the file is a zip archive, which an ``.npz`` is."""
+    with path.open("rb") as handle:
+        return handle.read(4) == _ZIP_MAGIC
+
+
+def check_input(path: Path, expected: InputKind, command: str) -> None:
+    """Refuse, in one line, an input the command cannot read.
+
+    Raises:
+        ValueError: when ``path`` is missing, a directory, or an ``.npz``
+            where text lines are expected (or the other way round).
+    """
+    if not path.exists():
+        raise ValueError(f"no such file: {path}")
+    if path.is_dir():
+        if expected == "lm-eval":
+            return
+        raise ValueError(
+            f"{path} is a directory; {command} reads a file (an lm-eval output "
+            "directory goes through `scorio-monitor ingest DIR --format lm-eval`)"
+        )
+    archive = is_npz(path)
+    if expected == "npz" and not archive:
+        raise ValueError(
+            f"{path} is not an .npz archive (a zip of numpy arrays); for trial "
+            "rows use --format csv or jsonl"
+        )
+    if expected in ("lines", "csv", "jsonl", "lm-eval") and archive:
+        usage = (
+            "`scorio-monitor score FILE` or `scorio-monitor ingest FILE --format npz`"
+            if expected == "lines"
+            else "--format npz"
+        )
+        raise ValueError(
+            f"{path} is an .npz archive, not {_READS[expected]}; use {usage}"
+        )
+
+
+_READS: Final = {
+    "lines": "JSON lines",
+    "csv": "CSV rows",
+    "jsonl": "JSON lines",
+    "lm-eval": "an lm-eval samples file",
+}

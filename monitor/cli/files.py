@@ -7,6 +7,7 @@ import dataclasses
 import json
 import signal
 import sys
+import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
@@ -14,12 +15,13 @@ from types import FrameType
 from adapters.lm_eval import LmEvalOptions, LmEvalSamples
 from adapters.results_files import (
     RowError,
+    RowFormat,
     RowMapping,
     load_results_npz,
     read_row_items,
     read_trial_rows,
 )
-from monitor.cli.common import Subparsers, print_statuses
+from monitor.cli.common import Subparsers, check_input, is_npz, print_statuses
 from monitor.config import (
     load_run_configs,
 )
@@ -87,12 +89,13 @@ def add_commands(commands: Subparsers) -> None:
 
 def run_score(arguments: argparse.Namespace) -> int:
     path: Path = arguments.file
-    if not path.exists():
-        raise ValueError(f"no such file: {path}")
+    if not path.is_file():
+        check_input(path, "lines", "score")  # says why: missing or a directory
     boards: list[Scoreboard]
-    if path.suffix.lower() == ".npz":
+    if path.suffix.lower() == ".npz" or is_npz(path):
+        check_input(path, "npz", "score")
         boards = []
-        for matrix in load_results_npz(path):
+        for matrix in _load_npz(path):
             if arguments.weights is not None:
                 matrix = dataclasses.replace(matrix, weights=arguments.weights)
             boards.append(score_matrix(matrix, arguments.confidence))
@@ -110,6 +113,7 @@ def run_score(arguments: argparse.Namespace) -> int:
 
 
 def _score_rows(path: Path, arguments: argparse.Namespace) -> list[Scoreboard]:
+    check_input(path, "csv" if path.suffix.lower() == ".csv" else "jsonl", "score")
     trials = []
     for row in read_trial_rows(path):
         if isinstance(row, RowError):
@@ -217,8 +221,8 @@ def _add_ingest_arguments(ingest: argparse.ArgumentParser) -> None:
 def run_ingest(arguments: argparse.Namespace) -> int:
     path: Path = arguments.path
     _check_ingest_options(arguments)
-    if not path.exists() and not arguments.follow:
-        raise ValueError(f"no such file or directory: {path}")
+    if path.exists() or not arguments.follow:
+        check_input(path, arguments.format, "ingest")
     state = arguments.state or _ingest_state(path)
     printer = _RejectionPrinter(path)
     events: list[StoredEvent] = []
@@ -236,7 +240,7 @@ def run_ingest(arguments: argparse.Namespace) -> int:
         for config in load_run_configs(arguments.config) if arguments.config else []:
             monitor.configure(config)
         if arguments.format == "npz":
-            for matrix in _renamed(load_results_npz(path), arguments):
+            for matrix in _renamed(_load_npz(path), arguments):
                 on_report(ingest_matrix(monitor, matrix))
         elif arguments.format == "lm-eval":
             reader = _lm_eval_reader(path, arguments)
@@ -295,7 +299,15 @@ def _row_batches(path: Path, arguments: argparse.Namespace) -> Iterator[ItemBatc
         run=arguments.run,
         model=arguments.model,
     )
-    return batched(str(path), read_row_items(path, mapping))
+    kind: RowFormat = "csv" if arguments.format == "csv" else "jsonl"
+    return batched(str(path), read_row_items(path, mapping, kind))
+
+
+def _load_npz(path: Path) -> list[ResultsMatrix]:
+    try:
+        return load_results_npz(path)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"{path}: not a readable .npz archive ({exc})") from exc
 
 
 def _lm_eval_reader(path: Path, arguments: argparse.Namespace) -> LmEvalSamples:

@@ -17,7 +17,12 @@ from rich.live import Live
 
 from adapters.jsonl import Cursor, JsonLines, JsonLinesSource
 from adapters.prometheus import metrics_renderer
-from monitor.cli.common import DEFAULT_STATE, Subparsers, print_statuses
+from monitor.cli.common import (
+    DEFAULT_STATE,
+    Subparsers,
+    check_input,
+    print_statuses,
+)
 from monitor.config import (
     HttpSettings,
     load_run_configs,
@@ -84,8 +89,8 @@ def add_commands(commands: Subparsers) -> None:
 
 def run_watch(arguments: argparse.Namespace) -> int:
     path = None if arguments.path == "-" else Path(arguments.path)
-    if path is not None and not path.exists():
-        raise ValueError(f"no such file: {path}")
+    if path is not None:
+        check_input(path, "lines", "watch")
     state = arguments.state or (
         DEFAULT_STATE if path is None else path.with_name(path.stem + ".monitor.db")
     )

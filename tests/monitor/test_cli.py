@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,3 +37,59 @@ def test_python_dash_m_monitor_is_the_command_line() -> None:
     assert "usage: scorio-monitor" in result.stdout
     for command in ("watch", "status", "next", "score", "ingest", "serve"):
         assert command in result.stdout
+
+
+def write_npz(path: Path) -> None:
+    np.savez(path, bench=np.ones((2, 3, 4), dtype=np.int64))
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "allow_pickle" not in lines[0] and "codec" not in lines[0]
+    return lines[0]
+
+
+def test_ingest_format_decides_how_a_file_is_read_not_its_extension(
+    tmp_path: Path,
+) -> None:
+    rows = tmp_path / "results.txt"
+    rows.write_text("model,question,trial,correct\na,1,0,true\na,1,1,false\n")
+    result = run(
+        "ingest", str(rows), "--format", "csv", "--run", "r", "--json", cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["trials"] == 2
+    jsonl = tmp_path / "rows.csv"
+    jsonl.write_text('{"model": "a", "question": 1, "trial": 0, "category": 1}\n')
+    result = run(
+        "ingest", str(jsonl), "--format", "jsonl", "--run", "r", "--json", cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["trials"] == 1
+
+
+def test_inputs_a_command_cannot_read_get_one_clear_line(tmp_path: Path) -> None:
+    archive = tmp_path / "paper.npz"
+    write_npz(archive)
+    rows = tmp_path / "x.csv"
+    rows.write_text("model,question,trial,correct\na,1,0,true\n")
+    directory = tmp_path / "logs"
+    directory.mkdir()
+    assert "is a directory" in one_line_error(run("watch", str(directory)))
+    assert "is an .npz archive" in one_line_error(run("watch", str(archive)))
+    assert "is not an .npz archive" in one_line_error(
+        run("ingest", str(rows), "--format", "npz")
+    )
+    assert "is an .npz archive" in one_line_error(
+        run("ingest", str(archive), "--format", "jsonl")
+    )
+    assert "is a directory" in one_line_error(
+        run("ingest", str(directory), "--format", "csv")
+    )
+    assert "is a directory" in one_line_error(run("score", str(directory)))
+    broken = tmp_path / "broken.npz"
+    broken.write_bytes(b"PK\x03\x04 not really a zip")
+    assert "not a readable .npz archive" in one_line_error(run("score", str(broken)))
+    assert not list(tmp_path.glob("*.db*"))
