@@ -21,7 +21,7 @@ from typing import Literal, TypeAlias
 
 import numpy as np
 
-from monitor.ingesting import CategoryMap, Item
+from monitor.ingesting import CategoryMap, Item, Located
 from monitor.schema import Rejection
 from monitor.scoring import ResultsMatrix
 
@@ -129,15 +129,23 @@ def read_trial_rows(
         kind: ``"csv"`` or ``"jsonl"``; None decides by the file's suffix
             (``.csv`` is CSV, anything else JSON lines).
     """
-    mapping = mapping or RowMapping()
+    for _, row in _numbered_rows(path, mapping or RowMapping(), kind):
+        yield row
+
+
+def _numbered_rows(
+    path: Path, mapping: RowMapping, kind: RowFormat | None
+) -> Iterator[tuple[int, TrialRow | RowError]]:
     default_run = path.stem
     if kind is None:
         kind = "csv" if path.suffix.lower() == ".csv" else "jsonl"
     if kind == "csv":
         # Undecodable bytes become U+FFFD and reject their row, not the file.
         with path.open(newline="", errors="replace") as handle:
-            for line, record in enumerate(csv.DictReader(handle), start=2):
-                yield _row(record, mapping, default_run, line)
+            reader = csv.DictReader(handle)
+            for record in reader:
+                line = reader.line_num
+                yield line, _row(record, mapping, default_run, line)
         return
     with path.open(errors="replace") as handle:
         for line, text in enumerate(handle, start=1):
@@ -146,20 +154,21 @@ def read_trial_rows(
             try:
                 value = json.loads(text)
             except json.JSONDecodeError as exc:
-                yield RowError(line, f"invalid JSON: {exc.msg} at column {exc.colno}")
+                reason = f"invalid JSON: {exc.msg} at column {exc.colno}"
+                yield line, RowError(line, reason)
                 continue
             for record in value if isinstance(value, list) else [value]:
                 if not isinstance(record, dict):
-                    yield RowError(line, "each row must be a JSON object")
+                    yield line, RowError(line, "each row must be a JSON object")
                     continue
-                yield _row(record, mapping, default_run, line)
+                yield line, _row(record, mapping, default_run, line)
 
 
 def read_row_items(
     path: Path, mapping: RowMapping | None = None, kind: RowFormat | None = None
 ) -> Iterator[Item]:
     """Each row as a trial event, or as a rejection naming the file and line."""
-    for row in read_trial_rows(path, mapping, kind):
+    for line, row in _numbered_rows(path, mapping or RowMapping(), kind):
         if isinstance(row, RowError):
             yield Rejection(
                 reason=row.reason,
@@ -168,13 +177,14 @@ def read_row_items(
                 run=mapping.run if mapping is not None else None,
             )
         else:
-            yield {
+            fields = {
                 "run": row.run,
                 "model": row.model,
                 "question": row.question,
                 "trial": row.trial,
                 "category": row.category,
             }
+            yield Located(fields, line)
 
 
 def _row(

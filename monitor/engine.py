@@ -284,6 +284,7 @@ class Monitor:
         batches: dict[str, TrialBatch] = {}
         letters: list[DeadLetter] = []
         rejections: list[Rejection] = []
+        unread: list[Rejection] = []
         new_questions: dict[str, set[str]] = {}
         # The run of the previous trial and what goes with it: batches are
         # mostly of one run, so the lookups happen once.
@@ -322,13 +323,7 @@ class Monitor:
                 parsed = item
             if isinstance(parsed, Rejection):
                 rejections.append(parsed)
-                # Count it against the run it named, if that run exists.
-                known = (
-                    parsed.run
-                    if parsed.run is not None and parsed.run in self._runs
-                    else None
-                )
-                letters.append(_dead_letter(parsed, known, now))
+                unread.append(parsed)
                 continue
             assert isinstance(parsed, TrialEvent)  # a Trial was handled above
             event = parsed
@@ -366,6 +361,11 @@ class Monitor:
                 None if cost is None else cost.seconds,
                 event.ts if isinstance(event.ts, float | int) else None,
             )
+        # Count each unread input against the run it named, if that run exists
+        # by the end of the batch (a run this batch created counts it too).
+        letters.extend(
+            _dead_letter(r, r.run if r.run in self._runs else None, now) for r in unread
+        )
         return self._commit(list(batches.values()), letters, rejections, cursor, now)
 
     def ingest_columns(

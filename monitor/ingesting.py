@@ -23,7 +23,16 @@ from monitor.schema import Rejection, RunConfig
 from monitor.scoring import ResultsMatrix
 from monitor.store import IngestReport
 
-Item = Mapping[str, object] | Rejection
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """A trial read at a known line of its file, so a refusal can say where."""
+
+    fields: Mapping[str, object]
+    position: int
+
+
+Item = Mapping[str, object] | Located | Rejection
 
 _CHUNK_TRIALS = 1 << 20
 
@@ -136,13 +145,40 @@ def ingest_batches(
             if isinstance(item, Rejection):
                 parsed.append(item)
                 positions.append(item.position)
+            elif isinstance(item, Located):
+                parsed.append(parse_object(item.fields, batch.source, item.position))
+                positions.append(item.position)
             else:
                 parsed.append(parse_object(item, batch.source))
                 positions.append(None)
+        parsed = with_implied_run(monitor, parsed)
         report = monitor.ingest_parsed(parsed, source=batch.source, positions=positions)
         totals.add(report, len(batch.items))
         on_report(report)
     return totals
+
+
+def with_implied_run(monitor: Monitor, parsed: list[Parsed]) -> list[Parsed]:
+    """Rejections that name no run, counted against the batch's one run.
+
+    A stream or file of one run (the usual case) has its unreadable inputs
+    counted in that run's ``rejected``, so the count equals what was reported.
+    The run is the one the batch's trials name, or the monitor's only run; in
+    a batch of several runs such an input counts against none.
+    """
+    named = {item.run for item in parsed if not isinstance(item, Rejection)}
+    if len(named) == 1:
+        run: str | None = named.pop()
+    elif not named and len(monitor.runs) == 1:
+        run = monitor.runs[0]
+    else:
+        return parsed
+    return [
+        item.model_copy(update={"run": run})
+        if isinstance(item, Rejection) and item.run is None
+        else item
+        for item in parsed
+    ]
 
 
 def ingest_matrix(

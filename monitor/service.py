@@ -247,6 +247,7 @@ class Service:
                         source=payload.source,
                         position=payload.position,
                         raw=f"({payload.oversize} bytes, not kept)",
+                        run=payload.run,
                     )
                 ]
             else:

@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final, Literal, TypeAlias
 
-from monitor.schema import Status
+from monitor.schema import Rejection, Status
 
 DEFAULT_STATE = Path("scorio-monitor.db")
 
 InputKind: TypeAlias = Literal["lines", "csv", "jsonl", "npz", "lm-eval"]
 
 _ZIP_MAGIC: Final = b"PK\x03\x04"
+_PRINTED_REJECTIONS: Final = 50
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
@@ -76,3 +79,49 @@ _READS: Final = {
     "jsonl": "JSON lines",
     "lm-eval": "an lm-eval samples file",
 }
+
+
+class RejectionPrinter:
+    """Rejections on stderr as ``file:line: rejected: reason``, the first few.
+
+    Args:
+        path: The input file, named for a rejection that has no source.
+        limit: How many to print; the rest are only counted.
+    """
+
+    def __init__(self, path: Path | None, limit: int = _PRINTED_REJECTIONS) -> None:
+        self._path = "stdin" if path is None else str(path)
+        self._limit = limit
+        self.count = 0
+        self.without_run = 0
+
+    def show(self, rejections: Sequence[Rejection]) -> None:
+        for rejection in rejections:
+            self.count += 1
+            if rejection.run is None:
+                self.without_run += 1
+            if self.count > self._limit:
+                continue
+            where = rejection.source.removeprefix("file:") or self._path
+            reason = rejection.reason
+            if rejection.source == "columns":
+                # A cell of a results tensor: its fields say where it is.
+                where, reason = self._path, f"{reason}: {rejection.raw}"
+            elif rejection.position is not None:
+                where = f"{where}:{rejection.position}"
+            print(f"{where}: rejected: {reason}", file=sys.stderr)
+
+    def summarise(self) -> None:
+        """Say how many were left unprinted and how many no run counts."""
+        if self.count > self._limit:
+            print(
+                f"scorio-monitor: {self.count - self._limit} more rejected "
+                "(kept as dead letters in the state file)",
+                file=sys.stderr,
+            )
+        if self.without_run:
+            print(
+                f"scorio-monitor: {self.without_run} of {self.count} rejected "
+                "inputs named no run; no run's count includes them",
+                file=sys.stderr,
+            )

@@ -8,7 +8,7 @@ import json
 import signal
 import sys
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -21,7 +21,13 @@ from adapters.results_files import (
     read_row_items,
     read_trial_rows,
 )
-from monitor.cli.common import Subparsers, check_input, is_npz, print_statuses
+from monitor.cli.common import (
+    RejectionPrinter,
+    Subparsers,
+    check_input,
+    is_npz,
+    print_statuses,
+)
 from monitor.config import (
     load_run_configs,
 )
@@ -33,7 +39,6 @@ from monitor.ingesting import (
     ingest_batches,
     ingest_matrix,
 )
-from monitor.schema import Rejection
 from monitor.scoring import (
     ResultsMatrix,
     Scoreboard,
@@ -158,7 +163,6 @@ def _weights(text: str) -> list[float]:
 
 INGEST_FORMATS = ("lm-eval", "jsonl", "csv", "npz")
 TRIAL_FIELDS = ("run", "model", "question", "trial", "category", "correct")
-_PRINTED_REJECTIONS = 50
 
 
 def _add_ingest_arguments(ingest: argparse.ArgumentParser) -> None:
@@ -224,7 +228,7 @@ def run_ingest(arguments: argparse.Namespace) -> int:
     if path.exists() or not arguments.follow:
         check_input(path, arguments.format, "ingest")
     state = arguments.state or _ingest_state(path)
-    printer = _RejectionPrinter(path)
+    printer = RejectionPrinter(path)
     events: list[StoredEvent] = []
     touched: set[str] = set()
     valid = 0
@@ -353,36 +357,6 @@ def _renamed(
             for matrix in matrices
         ]
     return matrices
-
-
-class _RejectionPrinter:
-    """Rejections on stderr as ``file:line: rejected: reason``, the first few."""
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self._count = 0
-
-    def show(self, rejections: Sequence[Rejection]) -> None:
-        for rejection in rejections:
-            self._count += 1
-            if self._count > _PRINTED_REJECTIONS:
-                continue
-            where = rejection.source
-            reason = rejection.reason
-            if rejection.source == "columns":
-                # A cell of a results tensor: its fields say where it is.
-                where, reason = str(self._path), f"{reason}: {rejection.raw}"
-            elif rejection.position is not None:
-                where = f"{where}:{rejection.position}"
-            print(f"{where}: rejected: {reason}", file=sys.stderr)
-
-    def summarise(self) -> None:
-        if self._count > _PRINTED_REJECTIONS:
-            print(
-                f"scorio-monitor: {self._count - _PRINTED_REJECTIONS} more rejected "
-                "(kept as dead letters in the state file)",
-                file=sys.stderr,
-            )
 
 
 def _column_mapping(text: str) -> dict[str, str]:

@@ -19,6 +19,7 @@ from adapters.jsonl import Cursor, JsonLines, JsonLinesSource
 from adapters.prometheus import metrics_renderer
 from monitor.cli.common import (
     DEFAULT_STATE,
+    RejectionPrinter,
     Subparsers,
     check_input,
     print_statuses,
@@ -124,15 +125,11 @@ def run_watch(arguments: argparse.Namespace) -> int:
             return 0
         _stop_on_signals(source)
         events: list[StoredEvent] = []
+        printer = RejectionPrinter(path)
 
         def report_progress(report: IngestReport) -> None:
             nonlocal pending
-            for rejection in report.rejected:
-                where = rejection.source.removeprefix("file:")
-                print(
-                    f"{where}:{rejection.position}: rejected: {rejection.reason}",
-                    file=sys.stderr,
-                )
+            printer.show(report.rejected)
             events.extend(report.events)
             if not live:
                 return
@@ -150,6 +147,7 @@ def run_watch(arguments: argparse.Namespace) -> int:
             totals = watch(monitor, source, on_report=report_progress)
             if live:
                 draw()
+        printer.summarise()
         statuses = monitor.statuses()
         if arguments.json:
             print_statuses(statuses)

@@ -62,7 +62,8 @@ def test_watch_prints_the_status_json_and_matches_scorio(
     assert main(["watch", str(path), "--config", str(config), "--json"]) == 0
     captured = capsys.readouterr()
     status = json.loads(captured.out)
-    assert status["trials"] == results.size and status["rejected"] == 1
+    # Both the broken line and the out-of-range category count against the run.
+    assert status["trials"] == results.size and status["rejected"] == 2
     for row in status["models"]:
         mu, sigma = oracle.bayes(results[int(row["model"][1:])])
         assert (row["mu"], row["sigma"]) == pytest.approx((mu, sigma), abs=1e-12)
