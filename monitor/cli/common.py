@@ -18,6 +18,7 @@ InputKind: TypeAlias = Literal["lines", "csv", "jsonl", "npz", "lm-eval"]
 
 _ZIP_MAGIC: Final = b"PK\x03\x04"
 _PRINTED_REJECTIONS: Final = 50
+_STATE_PATTERNS: Final = ("*.monitor.db", "*/*.monitor.db")
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
@@ -32,6 +33,34 @@ def print_statuses(statuses: list[Status]) -> None:
                 [status.model_dump(mode="json") for status in statuses], indent=2
             )
         )
+
+
+def find_state(given: Path | None) -> Path:
+    """The state file a reading command opens: ``--state``, or the one here.
+
+    ``watch`` and ``ingest`` write ``<input>.monitor.db`` next to their input,
+    so without ``--state`` the file is looked for: ``scorio-monitor.db``, else
+    the only ``*.monitor.db`` in this directory or one below.
+
+    Raises:
+        ValueError: when there is none, or several to choose from.
+    """
+    if given is not None:
+        return given
+    if DEFAULT_STATE.exists():
+        return DEFAULT_STATE
+    found = sorted(path for pattern in _STATE_PATTERNS for path in Path().glob(pattern))
+    if len(found) == 1:
+        print(f"scorio-monitor: reading {found[0]}", file=sys.stderr)
+        return found[0]
+    if not found:
+        raise ValueError(
+            f"no state file: no {DEFAULT_STATE} and no *.monitor.db here or one "
+            "directory down; give --state (watch and ingest write "
+            "<input>.monitor.db next to their input)"
+        )
+    names = ", ".join(str(path) for path in found)
+    raise ValueError(f"several state files ({names}); choose one with --state")
 
 
 def is_npz(path: Path) -> bool:

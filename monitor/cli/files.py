@@ -240,8 +240,10 @@ def run_ingest(arguments: argparse.Namespace) -> int:
         events.extend(report.events)
         printer.show(report.rejected)
 
+    # A bad config fails before the state file is created.
+    configs = load_run_configs(arguments.config) if arguments.config else []
     with Monitor(state) as monitor:
-        for config in load_run_configs(arguments.config) if arguments.config else []:
+        for config in configs:
             monitor.configure(config)
         if arguments.format == "npz":
             for matrix in _renamed(_load_npz(path), arguments):

@@ -22,6 +22,7 @@ from monitor.cli.common import (
     RejectionPrinter,
     Subparsers,
     check_input,
+    find_state,
     print_statuses,
 )
 from monitor.config import (
@@ -36,6 +37,11 @@ from monitor.sqlite_store import SqliteStore
 from monitor.store import IngestReport, StoredEvent
 from monitor.view import status_view, terminal
 from monitor.watching import watch
+
+_STATE_HELP = (
+    f"state file (default: {DEFAULT_STATE}, else the only *.monitor.db in this "
+    "directory or one below)"
+)
 
 
 def add_commands(commands: Subparsers) -> None:
@@ -75,13 +81,13 @@ def add_commands(commands: Subparsers) -> None:
     status = commands.add_parser(
         "status", help="print the status of runs in a state file"
     )
-    status.add_argument("--state", type=Path, default=DEFAULT_STATE, help="state file")
+    status.add_argument("--state", type=Path, help=_STATE_HELP)
     status.add_argument("--run", help="one run (default: all)")
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(handler=run_status)
 
     plan = commands.add_parser("next", help="which trials to run next")
-    plan.add_argument("--state", type=Path, default=DEFAULT_STATE, help="state file")
+    plan.add_argument("--state", type=Path, help=_STATE_HELP)
     plan.add_argument("--run", required=True, help="the run")
     plan.add_argument("--budget", type=int, required=True, help="trials to allocate")
     plan.add_argument("--json", action="store_true", help="print JSON")
@@ -95,8 +101,10 @@ def run_watch(arguments: argparse.Namespace) -> int:
     state = arguments.state or (
         DEFAULT_STATE if path is None else path.with_name(path.stem + ".monitor.db")
     )
+    # A bad config fails before the state file is created.
+    configs = load_run_configs(arguments.config) if arguments.config else []
     with Monitor(state) as monitor:
-        for config in load_run_configs(arguments.config) if arguments.config else []:
+        for config in configs:
             monitor.configure(config)
         console = terminal()
         live = console.is_terminal and not arguments.json and arguments.http is None
@@ -211,7 +219,8 @@ async def _watch_serving(
 
 
 def run_status(arguments: argparse.Namespace) -> int:
-    with Monitor(SqliteStore(arguments.state, read_only=True)) as monitor:
+    state = find_state(arguments.state)
+    with Monitor(SqliteStore(state, read_only=True)) as monitor:
         runs = [arguments.run] if arguments.run else monitor.runs
         statuses = [monitor.status(run) for run in runs]
         if arguments.json:
@@ -224,7 +233,8 @@ def run_status(arguments: argparse.Namespace) -> int:
 
 
 def run_next(arguments: argparse.Namespace) -> int:
-    with Monitor(SqliteStore(arguments.state, read_only=True)) as monitor:
+    state = find_state(arguments.state)
+    with Monitor(SqliteStore(state, read_only=True)) as monitor:
         items = monitor.next(arguments.run, arguments.budget)
     if arguments.json:
         print(json.dumps([item.model_dump() for item in items], indent=2))

@@ -93,3 +93,42 @@ def test_inputs_a_command_cannot_read_get_one_clear_line(tmp_path: Path) -> None
     broken.write_bytes(b"PK\x03\x04 not really a zip")
     assert "not a readable .npz archive" in one_line_error(run("score", str(broken)))
     assert not list(tmp_path.glob("*.db*"))
+
+
+def test_status_finds_the_state_file_the_quick_start_wrote(tmp_path: Path) -> None:
+    examples = tmp_path / "examples"
+    examples.mkdir()
+    stream = examples / "aime25.jsonl"
+    stream.write_bytes((ROOT / "examples" / "aime25.jsonl").read_bytes())
+    config = str(ROOT / "examples" / "aime25.toml")
+    assert run("watch", str(stream), "--config", config, cwd=tmp_path).returncode == 0
+    assert sorted(path.name for path in examples.iterdir()) == [
+        "aime25.jsonl",
+        "aime25.monitor.db",
+    ]  # no lock file, no -wal or -shm left behind
+    result = run("status", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["run"] == "aime25"
+    assert "reading examples/aime25.monitor.db" in result.stderr
+    result = run("next", "--run", "aime25", "--budget", "3", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+
+
+def test_status_without_a_state_file_says_where_watch_writes_one(
+    tmp_path: Path,
+) -> None:
+    line = one_line_error(run("status", cwd=tmp_path))
+    assert "give --state" in line and "<input>.monitor.db" in line
+
+
+def test_a_bad_config_fails_before_any_state_file_exists(tmp_path: Path) -> None:
+    stream = tmp_path / "x.jsonl"
+    stream.write_text('{"run": "r", "model": "a", "question": 1, "trial": 0}\n')
+    config = tmp_path / "bad.toml"
+    config.write_text('run = "r"\nconfidence = 7\n')
+    for command in (
+        ["watch", str(stream), "--config", str(config)],
+        ["ingest", str(stream), "--format", "jsonl", "--config", str(config)],
+    ):
+        assert "confidence" in one_line_error(run(*command, cwd=tmp_path))
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["bad.toml", "x.jsonl"]
