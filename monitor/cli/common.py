@@ -24,15 +24,8 @@ Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def print_statuses(statuses: list[Status]) -> None:
-    """One status as a JSON object, several as an array."""
-    if len(statuses) == 1:
-        print(statuses[0].model_dump_json(indent=2))
-    else:
-        print(
-            json.dumps(
-                [status.model_dump(mode="json") for status in statuses], indent=2
-            )
-        )
+    """The one ``--json`` shape: an array with one status per run, always."""
+    print(json.dumps([status.model_dump(mode="json") for status in statuses], indent=2))
 
 
 def find_state(given: Path | None) -> Path:

@@ -60,14 +60,14 @@ def test_ingest_format_decides_how_a_file_is_read_not_its_extension(
         "ingest", str(rows), "--format", "csv", "--run", "r", "--json", cwd=tmp_path
     )
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["trials"] == 2
+    assert [s["trials"] for s in json.loads(result.stdout)] == [2]
     jsonl = tmp_path / "rows.csv"
     jsonl.write_text('{"model": "a", "question": 1, "trial": 0, "category": 1}\n')
     result = run(
         "ingest", str(jsonl), "--format", "jsonl", "--run", "r", "--json", cwd=tmp_path
     )
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["trials"] == 1
+    assert [s["trials"] for s in json.loads(result.stdout)] == [1]
 
 
 def test_inputs_a_command_cannot_read_get_one_clear_line(tmp_path: Path) -> None:
@@ -108,7 +108,7 @@ def test_status_finds_the_state_file_the_quick_start_wrote(tmp_path: Path) -> No
     ]  # no lock file, no -wal or -shm left behind
     result = run("status", "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["run"] == "aime25"
+    assert [s["run"] for s in json.loads(result.stdout)] == ["aime25"]
     assert "reading examples/aime25.monitor.db" in result.stderr
     result = run("next", "--run", "aime25", "--budget", "3", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -132,3 +132,23 @@ def test_a_bad_config_fails_before_any_state_file_exists(tmp_path: Path) -> None
     ):
         assert "confidence" in one_line_error(run(*command, cwd=tmp_path))
     assert sorted(path.name for path in tmp_path.iterdir()) == ["bad.toml", "x.jsonl"]
+
+
+def test_json_is_an_array_of_one_status_per_run_for_every_command(
+    tmp_path: Path,
+) -> None:
+    stream = tmp_path / "one.jsonl"
+    stream.write_text(
+        '{"run": "r", "model": "a", "question": 1, "trial": 0, "correct": true}\n'
+    )
+    state = str(tmp_path / "one.db")
+    outputs = [
+        run("watch", str(stream), "--state", state, "--json", cwd=tmp_path),
+        run("status", "--state", state, "--json", cwd=tmp_path),
+        run("status", "--state", state, "--run", "r", "--json", cwd=tmp_path),
+        run("score", str(stream), "--json", cwd=tmp_path),
+    ]
+    for result in outputs:
+        assert result.returncode == 0, result.stderr
+        (document,) = json.loads(result.stdout)
+        assert document["run"] == "r"

@@ -31,8 +31,8 @@ def ingest_json(
     capsys: pytest.CaptureFixture[str], *arguments: str
 ) -> list[dict[str, object]]:
     assert main(["ingest", *arguments, "--json"]) == 0
-    output = json.loads(capsys.readouterr().out)
-    return output if isinstance(output, list) else [output]
+    output: list[dict[str, object]] = json.loads(capsys.readouterr().out)
+    return output
 
 
 def by_run(statuses: list[dict[str, object]]) -> dict[str, dict[str, object]]:
@@ -100,7 +100,7 @@ def test_rows_with_columns_and_values_report_bad_lines(
     )
     assert code == 0
     captured = capsys.readouterr()
-    status = json.loads(captured.out)
+    (status,) = json.loads(captured.out)
     assert (status["run"], status["trials"], status["rejected"]) == ("bench", 3, 1)
     assert f"{path}:4: rejected: category 'P' is not in the value map" in captured.err
     assert (tmp_path / "inspect.monitor.db").exists()

@@ -34,7 +34,8 @@ def test_the_quick_start_counts_the_broken_line_it_reports(
     assert reported == [
         f"{stream}:701: rejected: invalid JSON: Expecting value at line 1 column 58"
     ]
-    assert json.loads(captured.out)["rejected"] == len(reported)
+    (status,) = json.loads(captured.out)
+    assert status["rejected"] == len(reported)
 
 
 def test_a_csv_counts_every_rejected_line_and_names_its_line(
@@ -54,7 +55,7 @@ def test_a_csv_counts_every_rejected_line_and_names_its_line(
     assert len(reported) == 2
     assert reported[0].startswith(f"{rows}:3: rejected: category 2")
     assert reported[1].startswith(f"{rows}:4: rejected: missing field")
-    status = json.loads(captured.out)
+    (status,) = json.loads(captured.out)
     assert (status["trials"], status["rejected"]) == (2, 2)
 
 
@@ -70,7 +71,8 @@ def test_watch_prints_the_first_fifty_rejections_and_counts_the_rest(
     captured = capsys.readouterr()
     assert len(rejection_lines(captured.err)) == 50
     assert "101 more rejected" in captured.err
-    assert json.loads(captured.out)["rejected"] == 151
+    (status,) = json.loads(captured.out)
+    assert status["rejected"] == 151
 
 
 async def test_every_bad_http_post_counts_once_against_its_run() -> None:
