@@ -26,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = arguments.handler(arguments)
     except (ValueError, MonitorError) as exc:
-        print(f"scorio-monitor: error: {exc}", file=sys.stderr)
+        print(f"scorio-monitor: error: {_message(exc)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # The reader went away (e.g. `| head`); that is not an error of ours.
@@ -53,3 +53,15 @@ def _version() -> str:
     except metadata.PackageNotFoundError:
         # Run from a source tree that was never installed.
         return "unknown (not installed)"
+
+
+def _message(error: Exception) -> str:
+    """One line for an error: a pydantic dump becomes ``field: problem``."""
+    # Imported here: pydantic is only needed once something failed.
+    from pydantic import ValidationError
+
+    from monitor.parsing import describe_validation_error
+
+    if isinstance(error, ValidationError):
+        return describe_validation_error(error)
+    return " ".join(str(error).split())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 
 from monitor.cli.common import Subparsers
 from monitor.simulation import MODEL_SETS, simulate
@@ -28,10 +29,13 @@ def add_commands(commands: Subparsers) -> None:
     )
     simulation.add_argument("--seed", type=int, default=0)
     simulation.add_argument(
-        "--cap", type=int, default=80, help="max trials per question"
+        "--cap", type=_positive_int, default=80, help="max trials per question"
     )
     simulation.add_argument(
-        "--kappa", type=float, default=None, help="Beta concentration"
+        "--kappa",
+        type=_positive_float,
+        default=None,
+        help="Beta concentration (> 0; default: the model set's)",
     )
     simulation.add_argument("--json", action="store_true", help="print JSON")
     simulation.set_defaults(handler=run_simulate)
@@ -65,3 +69,23 @@ def run_simulate(arguments: argparse.Namespace) -> int:
     console = terminal()
     console.print(simulation_view(result))
     return 0
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"must be a number > 0; got {text!r}")
+    return value

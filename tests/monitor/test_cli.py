@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from monitor.config import load_service_config
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -152,3 +154,32 @@ def test_json_is_an_array_of_one_status_per_run_for_every_command(
         assert result.returncode == 0, result.stderr
         (document,) = json.loads(result.stdout)
         assert document["run"] == "r"
+
+
+def test_simulate_refuses_bad_numbers_in_words() -> None:
+    for option, value in (("--cap", "0"), ("--kappa", "-1"), ("--kappa", "nan")):
+        result = run("simulate", option, value)
+        assert result.returncode == 2
+        assert f"argument {option}: must be" in result.stderr
+        assert "pydantic" not in result.stderr and "a <= 0" not in result.stderr
+
+
+def test_a_run_file_given_to_serve_says_run_settings_go_under_runs() -> None:
+    line = one_line_error(run("serve", "--config", "examples/aime25.toml"))
+    assert "are run settings" in line and "[[runs]]" in line
+    assert "examples/service.toml" in line
+
+
+def test_the_example_service_config_is_valid() -> None:
+    config = load_service_config(ROOT / "examples" / "service.toml", {})
+    assert config.store.kind == "sqlite" and config.http.port == 8000
+    assert [run.run for run in config.runs] == ["aime25"]
+
+
+def test_a_pydantic_error_reaches_the_user_as_one_line(tmp_path: Path) -> None:
+    stream = tmp_path / "x.jsonl"
+    stream.write_text("\n")
+    config = tmp_path / "bad.toml"
+    config.write_text('run = "r"\nmax_trials_per_question = 0\n')
+    line = one_line_error(run("watch", str(stream), "--config", str(config)))
+    assert "max_trials_per_question" in line and "errors.pydantic.dev" not in line
