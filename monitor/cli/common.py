@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -147,3 +148,25 @@ class RejectionPrinter:
                 "inputs named no run; no run's count includes them",
                 file=sys.stderr,
             )
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port``, so a server announces only once it can.
+
+    Raises:
+        ValueError: when the address cannot be bound (e.g. the port is busy).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ValueError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+        ) from exc
+    # Listening at once: a client that connects after the announcement waits
+    # in the backlog until the server accepts, instead of being refused.
+    sock.listen(2048)
+    return sock

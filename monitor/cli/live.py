@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ from monitor.cli.common import (
     Subparsers,
     check_input,
     find_state,
+    listening_socket,
     print_statuses,
 )
 from monitor.config import (
@@ -101,8 +103,13 @@ def run_watch(arguments: argparse.Namespace) -> int:
     state = arguments.state or (
         DEFAULT_STATE if path is None else path.with_name(path.stem + ".monitor.db")
     )
-    # A bad config fails before the state file is created.
+    # A bad config or a busy port fails before the state file is created.
     configs = load_run_configs(arguments.config) if arguments.config else []
+    sock = (
+        None
+        if arguments.http is None
+        else listening_socket("127.0.0.1", arguments.http)
+    )
     with Monitor(state) as monitor:
         for config in configs:
             monitor.configure(config)
@@ -126,8 +133,9 @@ def run_watch(arguments: argparse.Namespace) -> int:
         source = JsonLines(path, follow=arguments.follow)
         resume = Cursor.decode(monitor.cursor(source.name))
         source = JsonLines(path, follow=arguments.follow, resume=resume, sleep=idle)
-        if arguments.http is not None:
-            asyncio.run(_watch_serving(monitor, source, arguments.http, console))
+        if sock is not None:
+            with sock:
+                asyncio.run(_watch_serving(monitor, source, sock, console))
             if arguments.json:
                 print_statuses(monitor.statuses())
             return 0
@@ -171,9 +179,10 @@ def run_watch(arguments: argparse.Namespace) -> int:
 
 
 async def _watch_serving(
-    monitor: Monitor, source: JsonLines, port: int, console: Console
+    monitor: Monitor, source: JsonLines, sock: socket.socket, console: Console
 ) -> None:
     """``watch --http``: the watch loop as a service, with the API and dashboard."""
+    port: int = sock.getsockname()[1]
     settings = HttpSettings(listen=f"127.0.0.1:{port}")
     async with Service(monitor, [JsonLinesSource(source)]) as service:
         app = create_app(service, settings, metrics_renderer(lambda: service.snapshot))
@@ -213,7 +222,7 @@ async def _watch_serving(
 
         viewer = asyncio.create_task(show())
         try:
-            await server.serve()
+            await server.serve(sockets=[sock])
         finally:
             viewer.cancel()
 

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 import sys
 from pathlib import Path
 from types import FrameType
@@ -17,7 +18,7 @@ from adapters.mqtt import MqttPublisher, MqttSource
 from adapters.prometheus import metrics_renderer
 from adapters.redis import RedisStore, RedisStreamSource
 from adapters.webhooks import Target, WebhookPublisher
-from monitor.cli.common import Subparsers
+from monitor.cli.common import Subparsers, listening_socket
 from monitor.config import (
     ServiceConfig,
     StoreSettings,
@@ -49,15 +50,18 @@ def add_commands(commands: Subparsers) -> None:
 
 def run_serve(arguments: argparse.Namespace) -> int:
     config = load_service_config(arguments.config, os.environ)
+    # Bound before anything starts: a busy port fails here, in one line.
+    sock = listening_socket(config.http.host, config.http.port)
     logging.basicConfig(
         level=os.environ.get("SCORIO_MONITOR_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    asyncio.run(_serve(config))
+    with sock:
+        asyncio.run(_serve(config, sock))
     return 0
 
 
-async def _serve(config: ServiceConfig) -> None:
+async def _serve(config: ServiceConfig, sock: socket.socket) -> None:
     monitor = Monitor(_store(config.store))
     for run in config.runs:
         monitor.configure(run)
@@ -105,7 +109,7 @@ async def _serve(config: ServiceConfig) -> None:
             file=sys.stderr,
             flush=True,
         )
-        await server.serve()
+        await server.serve(sockets=[sock])
 
 
 def _store(settings: StoreSettings) -> Store:
