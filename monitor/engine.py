@@ -500,6 +500,7 @@ class Monitor:
         decision = self._decision(run)
         totals = self._store.totals(run)
         tables = state.tables
+        prior_trials = sum(table.prior_trial_count for table in tables.values())
         models = []
         for name in decision.order:
             table = tables[name]
@@ -537,7 +538,8 @@ class Monitor:
             rule=state.config.rule,
             confidence=state.config.confidence,
             stable=decision.stable,
-            trials=totals.trials,
+            trials=totals.trials - prior_trials,
+            prior_trials=prior_trials,
             duplicates=totals.duplicates,
             corrections=totals.corrections,
             rejected=totals.rejected,

@@ -262,6 +262,9 @@ class Status(BaseModel):
     duplicates: int
     corrections: int
     rejected: int
+    # Prior outcomes (the paper's R0) are evidence, not trials: counted here,
+    # never in ``trials`` or against a budget.
+    prior_trials: int = 0
     question_count: int
     open: bool
     budget_exhausted: bool = False
