@@ -544,6 +544,7 @@ class Monitor:
             corrections=totals.corrections,
             rejected=totals.rejected,
             question_count=state.question_count,
+            max_trials_per_question=state.config.max_trials_per_question,
             open=state.is_open,
             budget_exhausted=bool(decision.exhausted),
             models=models,

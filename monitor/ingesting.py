@@ -186,9 +186,10 @@ def ingest_matrix(
 ) -> IngestReport:
     """Count a results tensor through :meth:`Monitor.ingest_columns`.
 
-    Question ``q`` and trial ``t`` get the ids ``"q"`` and ``"t"``. Weights
-    carried by the file declare a run the monitor does not know yet (with
-    only the weights set: questions and models stay open).
+    Question ``q`` and trial ``t`` get the ids ``"q"`` and ``"t"``. A run
+    the monitor does not know yet is declared with the tensor's question
+    count as its M (the array says how many questions there are) and the
+    weights the file carries, if any; its models stay open.
 
     Raises:
         ValueError: when the tensor is not 3-D, names the wrong number of
@@ -200,7 +201,7 @@ def ingest_matrix(
             f"run {matrix.run!r}: expected {len(matrix.models)} models x questions "
             f"x trials; got shape {results.shape}"
         )
-    _declare_weights(monitor, matrix)
+    _declare_run(monitor, matrix)
     _, question_count, trial_count = results.shape
     step = max(1, chunk_trials // max(trial_count, 1))
     reports = []
@@ -220,15 +221,20 @@ def ingest_matrix(
     return _combined(reports)
 
 
-def _declare_weights(monitor: Monitor, matrix: ResultsMatrix) -> None:
-    if matrix.weights is None:
-        return
-    weights = [float(w) for w in matrix.weights]
+def _declare_run(monitor: Monitor, matrix: ResultsMatrix) -> None:
+    weights = None if matrix.weights is None else [float(w) for w in matrix.weights]
     if matrix.run not in monitor.runs:
-        monitor.configure(RunConfig(run=matrix.run, weights=weights))
+        question_count = int(matrix.results.shape[1])
+        declared: dict[str, object] = {
+            "run": matrix.run,
+            "question_count": question_count,
+        }
+        if weights is not None:
+            declared["weights"] = weights
+        monitor.configure(RunConfig.model_validate(declared))
         return
     known = monitor.config(matrix.run).weights
-    if known != weights:
+    if weights is not None and known != weights:
         raise ValueError(
             f"run {matrix.run!r} has weights {known}; the file carries {weights}"
         )

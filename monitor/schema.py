@@ -266,6 +266,9 @@ class Status(BaseModel):
     # never in ``trials`` or against a budget.
     prior_trials: int = 0
     question_count: int
+    # The run's budget per model and question; None: no budget, so a forecast
+    # of trials needed has nothing to be held against.
+    max_trials_per_question: int | None = None
     open: bool
     budget_exhausted: bool = False
     models: list[ModelStatus]

@@ -118,8 +118,13 @@ def status_view(status: Status, events: Sequence[StoredEvent] = ()) -> Group:
     for row in status.models:
         needs = "—"
         if row.needs_trials:
+            # Without a budget a forecast has no bound to be read against.
             needs = (
-                "yes" if row.predicted_trials is None else f"~{row.predicted_trials}"
+                "yes, no budget"
+                if status.max_trials_per_question is None
+                else "yes"
+                if row.predicted_trials is None
+                else f"~{row.predicted_trials:,}"
             )
         table.add_row(*_cells(row, low, high), needs)
     parts: list[Table | Text] = [table]

@@ -205,3 +205,20 @@ def test_follow_ingests_samples_files_as_the_harness_writes_them(
         "scorio_arith_r4": 24,
         "scorio_mc": 4,
     }
+
+
+def test_an_npz_run_is_declared_with_its_m_and_says_no_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "paper11.npz"
+    path.write_bytes((ROOT / "examples" / "paper11.npz").read_bytes())
+    statuses = ingest_json(capsys, str(path), "--format", "npz")
+    with np.load(path) as archive:
+        shapes = {key: archive[key].shape for key in archive.files}
+    for status in statuses:
+        assert status["open"] is False
+        assert status["question_count"] == shapes[str(status["run"])][-2]
+        assert status["max_trials_per_question"] is None
+    assert main(["ingest", str(path), "--format", "npz"]) == 0
+    table = capsys.readouterr().out
+    assert "yes, no budget" in table and "(open)" not in table
