@@ -23,7 +23,7 @@ from numpy.typing import ArrayLike, NDArray
 from pydantic import ValidationError
 
 from monitor.allocation import plan
-from monitor.decisions import RunDecision, decide
+from monitor.decisions import RunDecision, Standing, decide
 from monitor.errors import ConfigError, UnknownRunError
 from monitor.events import pending_events
 from monitor.interfaces import Store
@@ -56,6 +56,7 @@ from monitor.store import (
     StoredEvent,
     TrialBatch,
 )
+from scorio_core.stopping import StoppingRule, pair_information
 
 EventInput = Mapping[str, object] | TrialEvent
 
@@ -521,6 +522,9 @@ class Monitor:
                     budget_exhausted=name in decision.exhausted,
                 )
             )
+        thresholds = _pair_thresholds(
+            state.standings(state.config.confidence), state.rule
+        )
         pairs = [
             PairStatus(
                 a=pair.a,
@@ -530,6 +534,7 @@ class Monitor:
                 resolved=pair.resolved,
                 unresolvable=pair.unresolvable,
                 predicted_trials=pair.predicted_trials,
+                threshold=thresholds.get((pair.a, pair.b)),
             )
             for pair in decision.pairs
         ]
@@ -710,6 +715,27 @@ class Monitor:
             for listener in self._listeners:
                 listener(stored)
         return fired
+
+
+def _pair_thresholds(
+    standings: Sequence[Standing], rule: StoppingRule
+) -> dict[tuple[str, str], float]:
+    """The z each adjacent pair must cross under ``rule``, at its information."""
+    ordered = sorted(standings, key=lambda s: (-s.mu, s.model))
+    result = {}
+    for above, below in itertools.pairwise(ordered):
+        information = pair_information(
+            above.per_question,
+            above.trial_variance,
+            below.per_question,
+            below.trial_variance,
+        )
+        if information <= 0.0:
+            continue
+        threshold = float(rule.thresholds(np.array([[information]]))[0, 0])
+        if math.isfinite(threshold):
+            result[(above.model, below.model)] = threshold
+    return result
 
 
 def _validated_config(values: Mapping[str, object]) -> RunConfig:

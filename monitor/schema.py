@@ -240,6 +240,8 @@ class PairStatus(BaseModel):
 
     ``predicted_trials``: forecast trials (both models of the boundary's
     weakest pair) until the boundary between them settles; 0 when settled.
+    ``threshold``: the z the stopping rule asks of the pair now (None before
+    both models have trials).
     """
 
     a: str
@@ -249,6 +251,8 @@ class PairStatus(BaseModel):
     resolved: bool
     unresolvable: bool
     predicted_trials: int | None
+    # The z the pair must cross to settle at its current information.
+    threshold: float | None = None
 
 
 class Status(BaseModel):

@@ -59,7 +59,7 @@ def scoreboard_table(board: Scoreboard) -> Table:
     return table
 
 
-def _leaderboard(title: str, *extra: str) -> Table:
+def _leaderboard(title: str | None, *extra: str) -> Table:
     table = Table(title=title, title_justify="left")
     table.add_column("rank", justify="right", no_wrap=True)
     table.add_column("group", justify="right", no_wrap=True)
@@ -105,14 +105,7 @@ def interval_bar(lo: float, mu: float, hi: float, low: float, high: float) -> Te
 
 def status_view(status: Status, events: Sequence[StoredEvent] = ()) -> Group:
     """The live view of one run: leaderboard, open pairs, recent events."""
-    questions = f"M={status.question_count}" + (" (open)" if status.open else "")
-    state = "[green]stable[/]" if status.stable else "[yellow]running[/]"
-    title = (
-        f"{status.run}  ·  {questions}  ·  rule {status.rule}  ·  {state}  ·  "
-        f"{status.trials} trials, {status.duplicates} duplicates, "
-        f"{status.corrections} corrections, {status.rejected} rejected"
-    )
-    table = _leaderboard(title, "needs")
+    table = _leaderboard(None, "needs")
     low = min((row.lo for row in status.models), default=0.0)
     high = max((row.hi for row in status.models), default=1.0)
     for row in status.models:
@@ -127,11 +120,13 @@ def status_view(status: Status, events: Sequence[StoredEvent] = ()) -> Group:
                 else f"~{row.predicted_trials:,}"
             )
         table.add_row(*_cells(row, low, high), needs)
-    parts: list[Table | Text] = [table]
+    parts: list[Table | Text] = [*status_header(status), table]
     open_pairs = [pair for pair in status.pairs if not pair.resolved]
     if open_pairs:
         lines = [
-            f"  {pair.a} vs {pair.b}: z={pair.z:.2f} rho={pair.rho:.3f}"
+            f"  {pair.a} vs {pair.b}: z={pair.z:.2f}"
+            + ("" if pair.threshold is None else f" of {pair.threshold:.2f} needed")
+            + f", rho={pair.rho:.3f}"
             + ("  statistical tie at this budget" if pair.unresolvable else "")
             for pair in open_pairs
         ]
@@ -144,6 +139,32 @@ def status_view(status: Status, events: Sequence[StoredEvent] = ()) -> Group:
             )
         )
     return Group(*parts)
+
+
+def status_header(status: Status) -> tuple[Text, Text]:
+    """Two short lines above a run's table: what it is, and what was counted.
+
+    Kept apart from the table's title, which rich wraps to the table's width.
+    """
+    questions = f"M={status.question_count}" + (" (open)" if status.open else "")
+    state = "[green]stable[/]" if status.stable else "[yellow]running[/]"
+    what = Text.from_markup(
+        f"[bold]{status.run}[/]  ·  {questions}  ·  rule {status.rule}  ·  {state}"
+    )
+    counts = [
+        plural(status.trials, "trial"),
+        plural(status.duplicates, "duplicate"),
+        plural(status.corrections, "correction"),
+        f"{status.rejected:,} rejected",
+    ]
+    if status.prior_trials:
+        counts.append(plural(status.prior_trials, "prior outcome"))
+    return what, Text(", ".join(counts))
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 trial``, ``2 trials``, ``1,200 trials``."""
+    return f"{count:,} {noun}" + ("" if count == 1 else "s")
 
 
 def describe_event(event: StoredEvent) -> str:

@@ -248,8 +248,12 @@ def run_next(arguments: argparse.Namespace) -> int:
     if arguments.json:
         print(json.dumps([item.model_dump() for item in items], indent=2))
     else:
+        # Tab-separated for scripts, with a header a reader can follow.
+        print("model\tquestion\ttrials")
         for item in items:
             print(f"{item.model}\t{item.question}\t{item.trials}")
+        if not items:
+            print("scorio-monitor: no trials needed", file=sys.stderr)
     return 0
 
 
