@@ -9,6 +9,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -33,6 +34,7 @@ from monitor.config import (
 )
 from monitor.engine import Monitor
 from monitor.http import create_app
+from monitor.interfaces import IngestSink, Payload, TrialSource
 from monitor.schema import Status
 from monitor.service import Service
 from monitor.sqlite_store import SqliteStore
@@ -133,15 +135,24 @@ def run_watch(arguments: argparse.Namespace) -> int:
         source = JsonLines(path, follow=arguments.follow)
         resume = Cursor.decode(monitor.cursor(source.name))
         source = JsonLines(path, follow=arguments.follow, resume=resume, sleep=idle)
-        if sock is not None:
-            with sock:
-                asyncio.run(_watch_serving(monitor, source, sock, console))
-            if arguments.json:
-                print_statuses(monitor.statuses())
-            return 0
-        _stop_on_signals(source)
         events: list[StoredEvent] = []
         printer = RejectionPrinter(path)
+        if sock is not None:
+            view = console.is_terminal and not arguments.json
+            with sock:
+                final = asyncio.run(
+                    _watch_serving(
+                        monitor, source, sock, console if view else None, printer
+                    )
+                )
+            printer.summarise()
+            if arguments.json:
+                print_statuses([status for status, _ in final])
+            elif not view:
+                for status, recent in final:
+                    console.print(status_view(status, recent))
+            return 0
+        _stop_on_signals(source)
 
         def report_progress(report: IngestReport) -> None:
             nonlocal pending
@@ -164,27 +175,49 @@ def run_watch(arguments: argparse.Namespace) -> int:
             if live:
                 draw()
         printer.summarise()
-        statuses = monitor.statuses()
-        if arguments.json:
-            print_statuses(statuses)
-        elif not live:
-            for status in statuses:
-                console.print(
-                    status_view(status, [e for e in events if e.run == status.run])
-                )
+        _print_final(monitor, arguments.json, live, console, events)
     if totals.items and totals.valid == 0:
         print("scorio-monitor: no valid trial events read", file=sys.stderr)
         return 1
     return 0
 
 
-async def _watch_serving(
-    monitor: Monitor, source: JsonLines, sock: socket.socket, console: Console
+def _print_final(
+    monitor: Monitor,
+    as_json: bool,
+    shown_live: bool,
+    console: Console,
+    events: Sequence[StoredEvent],
 ) -> None:
-    """``watch --http``: the watch loop as a service, with the API and dashboard."""
+    """The final statuses, unless a live view already left them on screen."""
+    statuses = monitor.statuses()
+    if as_json:
+        print_statuses(statuses)
+    elif not shown_live:
+        for status in statuses:
+            recent = [e for e in events if e.run == status.run]
+            console.print(status_view(status, recent))
+
+
+async def _watch_serving(
+    monitor: Monitor,
+    source: JsonLines,
+    sock: socket.socket,
+    console: Console | None,
+    printer: RejectionPrinter,
+) -> list[tuple[Status, list[StoredEvent]]]:
+    """``watch --http``: the watch loop as a service, with the API and dashboard.
+
+    Reports as plain ``watch`` does: rejections on stderr as they happen, the
+    live view with its events when ``console`` is given (a terminal). Returns
+    each run's final status and events, read before the service closes.
+    """
     port: int = sock.getsockname()[1]
     settings = HttpSettings(listen=f"127.0.0.1:{port}")
-    async with Service(monitor, [JsonLinesSource(source)]) as service:
+    reporting = _ReportingSource(
+        JsonLinesSource(source), lambda report: printer.show(report.rejected)
+    )
+    async with Service(monitor, [reporting]) as service:
         app = create_app(service, settings, metrics_renderer(lambda: service.snapshot))
         server = uvicorn.Server(
             uvicorn.Config(app, host=settings.host, port=port, log_level="warning")
@@ -199,32 +232,48 @@ async def _watch_serving(
         print(
             f"scorio-monitor: dashboard at http://{settings.listen}/", file=sys.stderr
         )
-        live = console.is_terminal
 
         async def show() -> None:
             updates = service.subscribe()
             latest: dict[str, Status] = {}
+            events: list[StoredEvent] = []
             with (
                 Live(console=console, auto_refresh=False)
-                if live
+                if console is not None
                 else _NoLive() as display
             ):
                 while True:
                     item = await updates.get()
                     if item is None:  # fell behind: start afresh
                         updates = service.subscribe()
-                    elif isinstance(item, Status):
+                        continue
+                    if isinstance(item, Status):
                         latest[item.run] = item
-                        display.update(
-                            Group(*(status_view(s) for s in latest.values())),
-                            refresh=True,
-                        )
+                    else:
+                        events.append(item)
+                    display.update(
+                        Group(
+                            *(
+                                status_view(s, [e for e in events if e.run == s.run])
+                                for s in latest.values()
+                            )
+                        ),
+                        refresh=True,
+                    )
 
         viewer = asyncio.create_task(show())
         try:
             await server.serve(sockets=[sock])
         finally:
             viewer.cancel()
+        source.stop()
+
+        def final() -> list[tuple[Status, list[StoredEvent]]]:
+            return [
+                (monitor.status(run), monitor.events_after(run)) for run in monitor.runs
+            ]
+
+        return await service.call(final)
 
 
 def run_status(arguments: argparse.Namespace) -> int:
@@ -272,6 +321,38 @@ def _stop_on_signals(source: JsonLines) -> None:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+
+
+class _ReportingSource:
+    """A trial source whose ingest reports are also handed to ``on_report``."""
+
+    def __init__(
+        self, source: TrialSource, on_report: Callable[[IngestReport], None]
+    ) -> None:
+        self._source = source
+        self._on_report = on_report
+
+    @property
+    def name(self) -> str:
+        return self._source.name
+
+    async def run(self, sink: IngestSink) -> None:
+        await self._source.run(_ReportingSink(sink, self._on_report))
+
+
+class _ReportingSink:
+    def __init__(
+        self, sink: IngestSink, on_report: Callable[[IngestReport], None]
+    ) -> None:
+        self._sink = sink
+        self._on_report = on_report
+
+    async def ingest_payloads(
+        self, payloads: Sequence[Payload], cursor: tuple[str, str] | None = None
+    ) -> IngestReport:
+        report = await self._sink.ingest_payloads(payloads, cursor)
+        self._on_report(report)
+        return report
 
 
 class _Throttle:

@@ -6,11 +6,15 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
 
 from tests.services import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+MONITOR = [sys.executable, "-m", "monitor"]
 
 
 def service_config(tmp_path: Path, port: int) -> Path:
@@ -72,3 +76,41 @@ def test_serve_answers_as_soon_as_it_announces(tmp_path: Path) -> None:
             process.kill()
         if process.stderr is not None:
             process.stderr.close()
+
+
+def test_watch_http_reports_like_watch_when_stdout_is_not_a_terminal(
+    tmp_path: Path,
+) -> None:
+    stream = tmp_path / "aime25.jsonl"
+    stream.write_bytes((ROOT / "examples" / "aime25.jsonl").read_bytes())
+    port = free_port()
+    config = str(ROOT / "examples" / "aime25.toml")
+    process = subprocess.Popen(
+        [*MONITOR, "watch", str(stream), "--http", str(port), "--config", config],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                status = httpx.get(
+                    f"http://127.0.0.1:{port}/runs/aime25/status", timeout=1
+                ).json()
+            except httpx.HTTPError:
+                status = {}
+            if status.get("trials") == 6600:
+                break
+            time.sleep(0.2)
+        assert status["trials"] == 6600
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0
+    assert f"{stream}:701: rejected: invalid JSON" in stderr
+    assert "6,600 trials" in stdout and "1 rejected" in stdout
+    assert "events:" in stdout and "pair_unresolvable" in stdout

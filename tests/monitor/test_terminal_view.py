@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.services import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -107,3 +109,29 @@ def test_watch_follow_draws_the_table_while_the_stream_grows(
     pane.tmux("send-keys", "-t", "view", "C-c")
     final = pane.wait_for("EXITED")
     assert "EXITED 0" in final
+
+
+def test_watch_http_draws_the_same_view_with_its_events(
+    pane: Pane, tmp_path: Path
+) -> None:
+    stream = tmp_path / "aime25.jsonl"
+    stream.write_bytes((ROOT / "examples" / "aime25.jsonl").read_bytes())
+    start(
+        pane,
+        [
+            sys.executable,
+            "-m",
+            "monitor",
+            "watch",
+            str(stream),
+            "--http",
+            str(free_port()),
+            "--config",
+            str(ROOT / "examples" / "aime25.toml"),
+        ],
+    )
+    screen = pane.wait_for("6,600 trials")
+    assert "events:" in screen and "pair_unresolvable" in screen
+    assert f"{stream}:701: rejected: invalid JSON" in screen
+    pane.tmux("send-keys", "-t", "view", "C-c")
+    assert "EXITED 0" in pane.wait_for("EXITED")
