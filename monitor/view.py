@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Final, Protocol
 
 from rich.console import Console, Group
 from rich.table import Table
@@ -15,6 +15,20 @@ from monitor.simulation import SimulationResult
 from monitor.store import StoredEvent
 
 _BAR_WIDTH = 20
+
+# Two groupings answer two questions; each column says which one it shows.
+SETTLED_GROUP: Final = "settled\ngroup"
+CI_GROUP: Final = "CI\ngroup"
+STATUS_GROUPS_CAPTION: Final = (
+    "settled group: models split only where the stopping rule settled every "
+    "pair across (what stopping acts on); CI group: the paper's Table 1, "
+    "neighbours split where z >= z* at this confidence (what `score` shows)"
+)
+SCORE_GROUPS_CAPTION: Final = (
+    "CI group: the paper's Table 1, neighbours split where z >= z* at this "
+    "confidence; `watch` and `status` also show the settled group of the "
+    "stopping rule, which splits only where every pair across has settled"
+)
 
 
 class Row(Protocol):
@@ -50,19 +64,22 @@ def scoreboard_table(board: Scoreboard) -> Table:
         " (open: questions seen)" if board.is_open else ""
     )
     table = _leaderboard(
-        f"{board.run}  ·  {questions}  ·  {board.confidence:.0%} intervals"
+        f"{board.run}  ·  {questions}  ·  {board.confidence:.0%} intervals",
+        (CI_GROUP,),
     )
+    table.caption = SCORE_GROUPS_CAPTION
     low = min(row.lo for row in board.models)
     high = max(row.hi for row in board.models)
     for row in board.models:
-        table.add_row(*_cells(row, low, high))
+        table.add_row(*_cells(row, low, high, str(row.group)))
     return table
 
 
-def _leaderboard(title: str | None, *extra: str) -> Table:
-    table = Table(title=title, title_justify="left")
+def _leaderboard(title: str | None, groupings: Sequence[str], *extra: str) -> Table:
+    table = Table(title=title, title_justify="left", caption_justify="left")
     table.add_column("rank", justify="right", no_wrap=True)
-    table.add_column("group", justify="right", no_wrap=True)
+    for name in groupings:
+        table.add_column(name, justify="right", no_wrap=True)
     table.add_column("model", overflow="fold", min_width=8)
     table.add_column("mu", justify="right", no_wrap=True)
     table.add_column("sigma", justify="right", no_wrap=True)
@@ -74,10 +91,10 @@ def _leaderboard(title: str | None, *extra: str) -> Table:
     return table
 
 
-def _cells(row: Row, low: float, high: float) -> list[str | Text]:
+def _cells(row: Row, low: float, high: float, *groups: str) -> list[str | Text]:
     return [
         str(row.rank),
-        str(row.group),
+        *groups,
         row.model,
         f"{row.mu:.4f}",
         f"{row.sigma:.4f}",
@@ -105,7 +122,8 @@ def interval_bar(lo: float, mu: float, hi: float, low: float, high: float) -> Te
 
 def status_view(status: Status, events: Sequence[StoredEvent] = ()) -> Group:
     """The live view of one run: leaderboard, open pairs, recent events."""
-    table = _leaderboard(None, "needs")
+    table = _leaderboard(None, (SETTLED_GROUP, CI_GROUP), "needs")
+    table.caption = STATUS_GROUPS_CAPTION
     low = min((row.lo for row in status.models), default=0.0)
     high = max((row.hi for row in status.models), default=1.0)
     for row in status.models:
@@ -119,7 +137,9 @@ def status_view(status: Status, events: Sequence[StoredEvent] = ()) -> Group:
                 if row.predicted_trials is None
                 else f"~{row.predicted_trials:,}"
             )
-        table.add_row(*_cells(row, low, high), needs)
+        table.add_row(
+            *_cells(row, low, high, str(row.group), str(row.adjacent_group)), needs
+        )
     parts: list[Table | Text] = [*status_header(status), table]
     open_pairs = [pair for pair in status.pairs if not pair.resolved]
     if open_pairs:

@@ -88,3 +88,28 @@ def test_next_prints_a_header_row(
     rows = capsys.readouterr().out.splitlines()
     assert rows[0] == "model\tquestion\ttrials"
     assert sum(int(row.split("\t")[2]) for row in rows[1:]) == 5
+
+
+def test_watch_and_score_name_their_groupings_and_agree_on_the_ci_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stream = tmp_path / "aime25.jsonl"
+    stream.write_bytes((ROOT / "examples" / "aime25.jsonl").read_bytes())
+    config = str(ROOT / "examples" / "aime25.toml")
+    assert main(["watch", str(stream), "--config", config, "--json"]) == 0
+    (status,) = json.loads(capsys.readouterr().out)
+    assert main(["score", str(stream), "--question-count", "30", "--json"]) == 0
+    (board,) = json.loads(capsys.readouterr().out)
+    ci_groups = {row["model"]: row["group"] for row in board["models"]}
+    assert {row["model"]: row["adjacent_group"] for row in status["models"]} == (
+        ci_groups
+    )
+    settled = {row["model"]: row["group"] for row in status["models"]}
+    assert settled != ci_groups  # the example is where the two differ
+    assert main(["status", "--state", str(tmp_path / "aime25.monitor.db")]) == 0
+    watched = " ".join(capsys.readouterr().out.split())
+    assert "settled group" in watched and "CI group" in watched
+    assert "settled group: models split only where the stopping rule" in watched
+    assert main(["score", str(stream), "--question-count", "30"]) == 0
+    scored = " ".join(capsys.readouterr().out.split())
+    assert "CI group: the paper's Table 1" in scored
