@@ -131,7 +131,7 @@ def status_view(status: Status, events: Sequence[StoredEvent] = ()) -> Group:
         if row.needs_trials:
             # Without a budget a forecast has no bound to be read against.
             needs = (
-                "yes, no budget"
+                "no budget"
                 if status.max_trials_per_question is None
                 else "yes"
                 if row.predicted_trials is None

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.stats import betabinom, hypergeom
 
 from scorio_core import _validation as check
 from scorio_core.posterior import VARIANCE_ROUNDOFF, Posterior, credible_interval
@@ -351,6 +350,9 @@ def _estimate(
         np.stack([successes, trials], axis=1), axis=0, return_counts=True
     )
     draws = np.arange(credit.k + 1)[None, :]
+    # scipy.stats loads in about half a second: deferred to first use.
+    from scipy.stats import hypergeom
+
     pmf = hypergeom.pmf(draws, states[:, 1:2], states[:, 0:1], credit.k)
     scores = pmf @ np.asarray(credit.values)
     return float(frequencies @ scores) / successes.size
@@ -384,6 +386,9 @@ def _beta_moments(
             "tj,sj,stj->st", weights, part, part[:, partner]
         )
     degree = squares.shape[1] - 1
+    # scipy.stats loads in about half a second: deferred to first use.
+    from scipy.stats import betabinom
+
     pmf = betabinom.pmf(
         np.arange(degree + 1)[None, :], degree, alpha[:, None], beta[:, None]
     )
@@ -420,6 +425,9 @@ def _bernstein_expectation(
     """``E[sum_j b_j Binom(j; d, p)]`` under Beta: a beta-binomial average."""
     degree = coefficients.size - 1
     successes = np.arange(degree + 1)[None, :]
+    # scipy.stats loads in about half a second: deferred to first use.
+    from scipy.stats import betabinom
+
     pmf = betabinom.pmf(successes, degree, alpha[:, None], beta[:, None])
     return np.asarray(pmf @ coefficients, dtype=np.float64)
 
@@ -435,6 +443,9 @@ def _square_weights(k: int) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
     j = np.arange(k + 1)[None, :]
     partner = t - j
     valid = (partner >= 0) & (partner <= k)
+    # scipy.stats loads in about half a second: deferred to first use.
+    from scipy.stats import hypergeom
+
     weights = np.where(valid, hypergeom.pmf(j, 2 * k, k, t), 0.0)
     return weights, np.clip(partner, 0, k)
 

@@ -9,9 +9,11 @@ import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final, Literal, TypeAlias
+from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
-from monitor.schema import Rejection, Status
+if TYPE_CHECKING:
+    # Types only: the parser imports this module and must stay light.
+    from monitor.schema import Rejection, Status
 
 DEFAULT_STATE = Path("scorio-monitor.db")
 

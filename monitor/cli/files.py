@@ -23,7 +23,6 @@ from adapters.results_files import (
 )
 from monitor.cli.common import (
     RejectionPrinter,
-    Subparsers,
     check_input,
     is_npz,
     print_statuses,
@@ -48,48 +47,6 @@ from monitor.scoring import (
 )
 from monitor.store import IngestReport, StoredEvent
 from monitor.view import scoreboard_table, status_view, terminal
-
-
-def add_commands(commands: Subparsers) -> None:
-    score = commands.add_parser(
-        "score",
-        help="batch Bayes@N over a results file",
-        description=(
-            "Score a finished results file: an .npz of (models, questions, trials) "
-            "arrays, or CSV/JSONL trial rows with model, question, trial and "
-            "category (or correct)."
-        ),
-    )
-    score.add_argument("file", type=Path, help=".npz, .csv or .jsonl results")
-    score.add_argument("--json", action="store_true", help="print JSON, not a table")
-    score.add_argument("--confidence", type=float, default=0.95, help="interval level")
-    score.add_argument(
-        "--weights",
-        type=_weights,
-        default=None,
-        help="category weights, comma separated (default 0,1 for binary results)",
-    )
-    score.add_argument(
-        "--question-count",
-        type=int,
-        default=None,
-        help="the benchmark's M for row files (default: questions seen)",
-    )
-    score.set_defaults(handler=run_score)
-
-    ingest = commands.add_parser(
-        "ingest",
-        help="ingest a harness's results files into a state file",
-        description=(
-            "Ingest finished results: lm-eval --log_samples output (a samples "
-            "file, or the --output_path directory, optionally followed for new "
-            "files), JSONL or CSV trial rows (with a column and value mapping), "
-            "or an .npz of (models, questions, trials) arrays. Counts go into a "
-            "SQLite state file like watch; prints the final status."
-        ),
-    )
-    _add_ingest_arguments(ingest)
-    ingest.set_defaults(handler=run_ingest)
 
 
 def run_score(arguments: argparse.Namespace) -> int:
@@ -150,76 +107,7 @@ def _board_json(board: Scoreboard) -> dict[str, object]:
     }
 
 
-def _weights(text: str) -> list[float]:
-    try:
-        return [float(part) for part in text.split(",")]
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(
-            f"weights must be numbers separated by commas; got {text!r}"
-        ) from exc
-
-
 # -- ingest ------------------------------------------------------------------
-
-INGEST_FORMATS = ("lm-eval", "jsonl", "csv", "npz")
-TRIAL_FIELDS = ("run", "model", "question", "trial", "category", "correct")
-
-
-def _add_ingest_arguments(ingest: argparse.ArgumentParser) -> None:
-    ingest.add_argument("path", type=Path, help="file, or an lm-eval output directory")
-    ingest.add_argument("--format", required=True, choices=INGEST_FORMATS)
-    ingest.add_argument(
-        "--run",
-        help="run of every trial (default: the lm-eval task, the rows' run "
-        "column or the file's stem, the .npz array's key)",
-    )
-    ingest.add_argument(
-        "--model",
-        help="model of every trial (default: the lm-eval model name, the rows' "
-        "model column, the .npz models array)",
-    )
-    ingest.add_argument(
-        "--columns",
-        type=_column_mapping,
-        metavar="THEIRS=OURS,...",
-        help="jsonl/csv: rename columns to run, model, question, trial, category "
-        "or correct, e.g. sample_id=question,epoch=trial,score=category",
-    )
-    ingest.add_argument(
-        "--values",
-        type=_value_mapping,
-        metavar="VALUE=CATEGORY,...",
-        help="map outcome values onto categories, e.g. C=1,I=0 (lm-eval: "
-        "logged fractions, e.g. 0=0,0.5=1,1=2)",
-    )
-    ingest.add_argument(
-        "--repeats",
-        action="store_true",
-        help="lm-eval: one trial per generation, re-scored with the task's "
-        "filter and exact_match settings (default: one trial per document)",
-    )
-    ingest.add_argument(
-        "--filter", help="lm-eval: whose lines to read (default: the task's first)"
-    )
-    ingest.add_argument(
-        "--metric", help="lm-eval: the logged metric (default: each line's first)"
-    )
-    ingest.add_argument(
-        "--follow",
-        action="store_true",
-        help="lm-eval: keep reading new samples files until interrupted",
-    )
-    ingest.add_argument(
-        "--config", type=Path, help="run config TOML (one run or [[runs]])"
-    )
-    ingest.add_argument(
-        "--state",
-        type=Path,
-        help="state file (default: <input>.monitor.db next to the input)",
-    )
-    ingest.add_argument(
-        "--json", action="store_true", help="print the final status JSON"
-    )
 
 
 def run_ingest(arguments: argparse.Namespace) -> int:
@@ -359,36 +247,3 @@ def _renamed(
             for matrix in matrices
         ]
     return matrices
-
-
-def _column_mapping(text: str) -> dict[str, str]:
-    pairs = _pairs(text)
-    for theirs, ours in pairs.items():
-        if ours not in TRIAL_FIELDS:
-            raise argparse.ArgumentTypeError(
-                f"{theirs}={ours}: a column maps to one of {', '.join(TRIAL_FIELDS)}"
-            )
-    return pairs
-
-
-def _value_mapping(text: str) -> dict[str, int]:
-    mapping = {}
-    for value, category in _pairs(text).items():
-        if not category.isdigit():
-            raise argparse.ArgumentTypeError(
-                f"{value}={category}: a value maps to a category, an integer >= 0"
-            )
-        mapping[value] = int(category)
-    return mapping
-
-
-def _pairs(text: str) -> dict[str, str]:
-    pairs = {}
-    for part in text.split(","):
-        key, equals, value = part.partition("=")
-        if not equals or not key.strip() or not value.strip():
-            raise argparse.ArgumentTypeError(
-                f"expected NAME=VALUE pairs separated by commas; got {text!r}"
-            )
-        pairs[key.strip()] = value.strip()
-    return pairs

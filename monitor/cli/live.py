@@ -1,10 +1,9 @@
-"""Commands over a stream and a state file: ``watch``, ``status``, ``next``."""
+"""``watch``: a stream into a state file, with a live view and optionally HTTP."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import signal
 import socket
 import sys
@@ -22,9 +21,7 @@ from adapters.prometheus import metrics_renderer
 from monitor.cli.common import (
     DEFAULT_STATE,
     RejectionPrinter,
-    Subparsers,
     check_input,
-    find_state,
     listening_socket,
     print_statuses,
 )
@@ -37,65 +34,9 @@ from monitor.http import create_app
 from monitor.interfaces import IngestSink, Payload, TrialSource
 from monitor.schema import Status
 from monitor.service import Service
-from monitor.sqlite_store import SqliteStore
 from monitor.store import IngestReport, StoredEvent
 from monitor.view import status_view, terminal
 from monitor.watching import watch
-
-_STATE_HELP = (
-    f"state file (default: {DEFAULT_STATE}, else the only *.monitor.db in this "
-    "directory or one below)"
-)
-
-
-def add_commands(commands: Subparsers) -> None:
-    watch_command = commands.add_parser(
-        "watch",
-        help="ingest JSON-lines trial events and show where every model stands",
-        description=(
-            "Ingest trial events (one JSON object, or an array, per line) from a "
-            "file or '-' for stdin; show a live leaderboard. State is kept in a "
-            "SQLite file, so a restarted watch resumes where it stopped."
-        ),
-    )
-    watch_command.add_argument("path", help="JSONL file, or - for stdin")
-    watch_command.add_argument(
-        "--follow", action="store_true", help="keep reading as the file grows"
-    )
-    watch_command.add_argument(
-        "--config", type=Path, help="run config TOML (one run or [[runs]])"
-    )
-    watch_command.add_argument(
-        "--state",
-        type=Path,
-        help="state file (default: <input>.monitor.db next to the input, or "
-        f"{DEFAULT_STATE} for stdin)",
-    )
-    watch_command.add_argument(
-        "--json", action="store_true", help="print the final status JSON"
-    )
-    watch_command.add_argument(
-        "--http",
-        type=int,
-        metavar="PORT",
-        help="also serve the API and live dashboard on 127.0.0.1:PORT until stopped",
-    )
-    watch_command.set_defaults(handler=run_watch)
-
-    status = commands.add_parser(
-        "status", help="print the status of runs in a state file"
-    )
-    status.add_argument("--state", type=Path, help=_STATE_HELP)
-    status.add_argument("--run", help="one run (default: all)")
-    status.add_argument("--json", action="store_true", help="print JSON")
-    status.set_defaults(handler=run_status)
-
-    plan = commands.add_parser("next", help="which trials to run next")
-    plan.add_argument("--state", type=Path, help=_STATE_HELP)
-    plan.add_argument("--run", required=True, help="the run")
-    plan.add_argument("--budget", type=int, required=True, help="trials to allocate")
-    plan.add_argument("--json", action="store_true", help="print JSON")
-    plan.set_defaults(handler=run_next)
 
 
 def run_watch(arguments: argparse.Namespace) -> int:
@@ -274,36 +215,6 @@ async def _watch_serving(
             ]
 
         return await service.call(final)
-
-
-def run_status(arguments: argparse.Namespace) -> int:
-    state = find_state(arguments.state)
-    with Monitor(SqliteStore(state, read_only=True)) as monitor:
-        runs = [arguments.run] if arguments.run else monitor.runs
-        statuses = [monitor.status(run) for run in runs]
-        if arguments.json:
-            print_statuses(statuses)
-        else:
-            console = terminal()
-            for status in statuses:
-                console.print(status_view(status, monitor.events_after(status.run)))
-    return 0
-
-
-def run_next(arguments: argparse.Namespace) -> int:
-    state = find_state(arguments.state)
-    with Monitor(SqliteStore(state, read_only=True)) as monitor:
-        items = monitor.next(arguments.run, arguments.budget)
-    if arguments.json:
-        print(json.dumps([item.model_dump() for item in items], indent=2))
-    else:
-        # Tab-separated for scripts, with a header a reader can follow.
-        print("model\tquestion\ttrials")
-        for item in items:
-            print(f"{item.model}\t{item.question}\t{item.trials}")
-        if not items:
-            print("scorio-monitor: no trials needed", file=sys.stderr)
-    return 0
 
 
 def _views(monitor: Monitor, events: list[StoredEvent]) -> Group:

@@ -9,7 +9,6 @@ import os
 import signal
 import socket
 import sys
-from pathlib import Path
 from types import FrameType
 
 import uvicorn
@@ -18,7 +17,7 @@ from adapters.mqtt import MqttPublisher, MqttSource
 from adapters.prometheus import metrics_renderer
 from adapters.redis import RedisStore, RedisStreamSource
 from adapters.webhooks import Target, WebhookPublisher
-from monitor.cli.common import Subparsers, listening_socket
+from monitor.cli.common import listening_socket
 from monitor.config import (
     ServiceConfig,
     StoreSettings,
@@ -30,22 +29,6 @@ from monitor.interfaces import Publisher, Store, TrialSource
 from monitor.service import Service
 from monitor.sqlite_store import SqliteStore
 from monitor.store import MemoryStore
-
-
-def add_commands(commands: Subparsers) -> None:
-    serve = commands.add_parser(
-        "serve",
-        help="run the service: sources, shared state, status and metrics",
-        description=(
-            "Run the asyncio service from a TOML config: the embedded SQLite "
-            "store by default, or Redis shared by several workers; trials over "
-            "HTTP, MQTT or Redis Streams; status over HTTP and MQTT; Prometheus "
-            "metrics at /metrics. Every config key may come from the environment "
-            "as SCORIO_MONITOR_<SECTION>_<KEY> (for secrets)."
-        ),
-    )
-    serve.add_argument("--config", type=Path, help="service config TOML (optional)")
-    serve.set_defaults(handler=run_serve)
 
 
 def run_serve(arguments: argparse.Namespace) -> int:

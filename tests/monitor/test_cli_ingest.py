@@ -221,4 +221,4 @@ def test_an_npz_run_is_declared_with_its_m_and_says_no_budget(
         assert status["max_trials_per_question"] is None
     assert main(["ingest", str(path), "--format", "npz"]) == 0
     table = capsys.readouterr().out
-    assert "yes, no budget" in table and "(open)" not in table
+    assert "no budget" in table and "(open)" not in table
