@@ -510,6 +510,7 @@ class Monitor:
                 ModelStatus(
                     model=name,
                     mu=table.mu,
+                    avg=table.avg[0] if table.trial_count else None,
                     sigma=table.sigma,
                     lo=low,
                     hi=high,

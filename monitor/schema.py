@@ -218,11 +218,14 @@ class ModelStatus(BaseModel):
     share a group), for display. ``predicted_trials`` is the forecast of
     trials this model still needs (0: none; null: no forecast possible).
     ``budget_exhausted``: the model is on an unsettled boundary but has used
-    its ``max_trials_per_question`` everywhere.
+    its ``max_trials_per_question`` everywhere. ``avg`` is avg@N, the raw
+    mean observed score (a harness's own accuracy), beside ``mu``; null
+    before the model's first observed trial.
     """
 
     model: str
     mu: float
+    avg: float | None = None
     sigma: float
     lo: float
     hi: float

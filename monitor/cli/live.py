@@ -75,7 +75,15 @@ def run_watch(arguments: argparse.Namespace) -> int:
 
         source = JsonLines(path, follow=arguments.follow)
         resume = Cursor.decode(monitor.cursor(source.name))
-        source = JsonLines(path, follow=arguments.follow, resume=resume, sleep=idle)
+        source = JsonLines(
+            path,
+            follow=arguments.follow,
+            resume=resume,
+            sleep=idle,
+            # Served: smaller batches, so the dashboard's trace starts near the
+            # first trial instead of after the first 2,000 lines.
+            batch_lines=_SERVED_BATCH_LINES if sock is not None else 2000,
+        )
         events: list[StoredEvent] = []
         printer = RejectionPrinter(path)
         if sock is not None:
@@ -158,7 +166,9 @@ async def _watch_serving(
     reporting = _ReportingSource(
         JsonLinesSource(source), lambda report: printer.show(report.rejected)
     )
-    async with Service(monitor, [reporting]) as service:
+    # A status (and a trace point) after every batch, not every 50 ms: a file
+    # replayed at full speed still draws its whole history.
+    async with Service(monitor, [reporting], status_interval_s=0.0) as service:
         app = create_app(service, settings, metrics_renderer(lambda: service.snapshot))
         server = uvicorn.Server(
             uvicorn.Config(app, host=settings.host, port=port, log_level="warning")
@@ -232,6 +242,9 @@ def _stop_on_signals(source: JsonLines) -> None:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+
+
+_SERVED_BATCH_LINES = 200
 
 
 class _ReportingSource:

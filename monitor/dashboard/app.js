@@ -201,11 +201,69 @@ function render() {
     renderLeaderboard(status); // before the forest plot, which copies its rows
     renderForest(status);
     renderPairs(status);
+    renderPace(status);
+    renderExports(status);
     setText("updated", `updated ${clock(Date.now() / 1000)}`);
     document.body.dataset.trials = String(status.trials);
   }
   renderTrace();
   renderLog();
+}
+
+// -- pace and export ------------------------------------------------------
+
+// Trials per minute over the last minute of trace points (at least two).
+function trialRate() {
+  const points = state.trace.filter((point) => point.order.length > 0);
+  if (points.length < 2) return null;
+  const last = points[points.length - 1];
+  const since = points.find((point) => point.ts >= last.ts - 60) ?? points[0];
+  const first = since === last ? points[points.length - 2] : since;
+  const minutes = (last.ts - first.ts) / 60;
+  return minutes > 0 ? (last.trials - first.trials) / minutes : null;
+}
+
+// Trials still to run: the budget left, else the forecasts of models that need trials.
+function trialsLeft(status) {
+  const models = Math.max(status.models.length, state.config?.models?.length ?? 0);
+  const budget = budgetShare(status.trials, models);
+  if (budget) return Math.max(budget.total - status.trials, 0);
+  const forecasts = status.models.filter((row) => row.needs_trials).map((row) => row.predicted_trials);
+  if (forecasts.length === 0) return 0;
+  return forecasts.every((value) => typeof value === "number") ? forecasts.reduce((a, b) => a + b, 0) : null;
+}
+
+function renderPace(status) {
+  const rate = trialRate();
+  setText("rate", rate === null ? "—" : `${Math.round(rate).toLocaleString("en-US")}/min`);
+  const left = trialsLeft(status);
+  let eta = "no estimate yet";
+  if (left === 0 || status.stable) eta = "nothing left to run";
+  else if (rate && left !== null) eta = `ETA ~${Math.ceil(left / rate).toLocaleString("en-US")} min for ${approx(left)} trials`;
+  else if (left === null) eta = "no budget: no end to estimate";
+  setText("eta", eta);
+}
+
+const CSV_COLUMNS = ["rank", "group", "adjacent_group", "model", "mu", "avg", "sigma", "lo", "hi", "trials", "needs_trials", "predicted_trials"];
+const csvCell = (value, name) => {
+  let text = value === null || value === undefined ? "" : String(value);
+  // A name a spreadsheet would run as a formula is kept as text.
+  if (name === "model" && /^[=+\-@]/.test(text)) text = `'${text}`;
+  return /[",\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+};
+
+// The status as files: JSON as the API serves it, CSV one row per model.
+function renderExports(status) {
+  const rows = status.models.map((row) => CSV_COLUMNS.map((name) => csvCell(row[name], name)).join(","));
+  const csv = [CSV_COLUMNS.join(","), ...rows].join("\n") + "\n";
+  const name = status.run.replace(/[^A-Za-z0-9._-]+/g, "_");
+  const csvLink = $("#export-csv");
+  csvLink.setAttribute("href", `data:text/csv;charset=utf-8,${encodeURIComponent(csv)}`);
+  csvLink.setAttribute("download", `${name}.csv`);
+  const jsonLink = $("#export-json");
+  const json = JSON.stringify(status, null, 2);
+  jsonLink.setAttribute("href", `data:application/json;charset=utf-8,${encodeURIComponent(json)}`);
+  jsonLink.setAttribute("download", `${name}.json`);
 }
 
 // -- summary and tables ---------------------------------------------------
@@ -266,6 +324,7 @@ function renderLeaderboard(status) {
       el("td", {}, el("span", { class: "group", "data-field": "group" }, row.group)),
       el("td", { class: "model" }, swatch, el("span", { "data-field": "model" }, row.model)),
       el("td", { class: "num strong", "data-field": "mu" }, fixed(row.mu)),
+      el("td", { class: "num", "data-field": "avg" }, fixed(row.avg)),
       el("td", { class: "num", "data-field": "sigma" }, fixed(row.sigma)),
       el("td", { class: "num", "data-field": "interval" }, `${fixed(row.lo)} – ${fixed(row.hi)}`),
       el("td", { class: "num" }, el("span", { "data-field": "trials" }, row.trials), meter),
@@ -290,6 +349,7 @@ function renderPairs(status) {
       { "data-pair": `${pair.a}|${pair.b}`, "data-state": kind },
       el("td", { class: "model" }, `${pair.a} › ${pair.b}`),
       el("td", { class: "num", "data-field": "z" }, fixed(pair.z)),
+      el("td", { class: "num muted", "data-field": "threshold" }, fixed(pair.threshold ?? null, 2)),
       el("td", { class: "num", "data-field": "rho" }, fixed(pair.rho)),
       el("td", { class: "num muted", "data-field": "forecast" }, forecastText(pair)),
       el("td", {}, el("span", { class: `badge ${kind}`, "data-field": "state" }, PAIR_STATES[kind])),

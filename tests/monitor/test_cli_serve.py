@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 import httpx
 
@@ -114,3 +115,37 @@ def test_watch_http_reports_like_watch_when_stdout_is_not_a_terminal(
     assert f"{stream}:701: rejected: invalid JSON" in stderr
     assert "6,600 trials" in stdout and "1 rejected" in stdout
     assert "events:" in stdout and "pair_unresolvable" in stdout
+
+
+def test_watch_http_traces_a_replayed_file_from_its_first_trials(
+    tmp_path: Path,
+) -> None:
+    stream = tmp_path / "aime25.jsonl"
+    stream.write_bytes((ROOT / "examples" / "aime25.jsonl").read_bytes())
+    port = free_port()
+    config = str(ROOT / "examples" / "aime25.toml")
+    process = subprocess.Popen(
+        [*MONITOR, "watch", str(stream), "--http", str(port), "--config", config],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}/runs/aime25"
+    try:
+        deadline = time.monotonic() + 60
+        trace: list[dict[str, object]] = []
+        while time.monotonic() < deadline:
+            try:
+                trace = httpx.get(f"{base}/trace", timeout=1).json()
+            except httpx.HTTPError:
+                trace = []
+            if trace and trace[-1]["trials"] == 6600:
+                break
+            time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    counts = [point["trials"] for point in trace]
+    assert counts[-1] == 6600
+    assert cast(int, counts[0]) <= 250 and len(counts) >= 20
