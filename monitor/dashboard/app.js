@@ -14,14 +14,17 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 const LOG_LIMIT = 200;
 const TRACE_LIMIT = 2000; // as many points as the server keeps
 const RUNS_POLL_MS = 15000;
+const QUESTIONS_POLL_MS = 2000; // the per-question table: at most this often
 const PALETTE = [
   "#4269d0", "#efb118", "#ff725c", "#6cc5b0", "#3ca951", "#ff8ab7",
   "#a463f2", "#97bbf5", "#9c6b4e", "#9498a0", "#1f3a93", "#d4a017",
 ];
 
 // What one run's view holds; a run switch starts from a fresh copy.
-const fresh = () =>
-  ({ config: null, status: null, trace: [], events: [], source: null, colors: new Map() });
+const fresh = () => ({
+  config: null, status: null, trace: [], events: [], source: null, colors: new Map(),
+  questions: [], questionsAt: 0, questionsLoading: false,
+});
 const state = {
   run: null,
   ...fresh(),
@@ -203,11 +206,63 @@ function render() {
     renderPairs(status);
     renderPace(status);
     renderExports(status);
+    loadQuestions();
     setText("updated", `updated ${clock(Date.now() / 1000)}`);
     document.body.dataset.trials = String(status.trials);
   }
   renderTrace();
   renderLog();
+  renderQuestions();
+}
+
+// -- questions --------------------------------------------------------------
+
+// Fetched after a status, at most every QUESTIONS_POLL_MS: the table is a
+// view of the counts, not of every status.
+async function loadQuestions() {
+  const now = Date.now();
+  if (state.questionsLoading || now - state.questionsAt < QUESTIONS_POLL_MS) return;
+  Object.assign(state, { questionsLoading: true, questionsAt: now });
+  const generation = state.generation;
+  try {
+    const rows = await getJson(runPath(state.run, "questions"));
+    if (generation === state.generation) {
+      state.questions = rows;
+      queueRender();
+    }
+  } catch (error) {
+    console.warn("could not load the questions:", error);
+  } finally {
+    if (generation === state.generation) state.questionsLoading = false;
+  }
+  // Counts that changed while this answer was on its way are fetched next time.
+  if (generation === state.generation) setTimeout(queueRender, QUESTIONS_POLL_MS);
+}
+
+const SATURATION = { top: "saturated: every outcome top", bottom: "saturated: every outcome bottom" };
+
+function renderQuestions() {
+  const rows = state.questions.map((row) => {
+    const ranked = Object.entries(row.models).sort((a, b) => b[1] - a[1]);
+    const [best, worst] = [ranked[0], ranked[ranked.length - 1]];
+    const extremes = `${best[0]} ${fixed(best[1], 2)} / ${worst[0]} ${fixed(worst[1], 2)}`;
+    const kind = row.saturated ? "saturated" : row.spread > 0 ? "separates" : "tied";
+    const label = row.saturated ? SATURATION[row.saturated] : kind === "separates" ? "separates models" : "no difference yet";
+    return el(
+      "tr",
+      { "data-question": row.question, "data-state": kind },
+      el("td", { class: "model", "data-field": "question" }, row.question),
+      el("td", { class: "num", "data-field": "trials" }, row.trials.toLocaleString("en-US")),
+      el("td", { class: "num", "data-field": "mean" }, fixed(row.mean, 3)),
+      el("td", { class: "num strong", "data-field": "spread" }, fixed(row.spread, 3)),
+      el("td", { class: "model muted" }, extremes),
+      el("td", {}, el("span", { class: `badge ${kind}`, "data-field": "state" }, label)),
+    );
+  });
+  $("#questions tbody").replaceChildren(...rows);
+  const saturated = state.questions.filter((row) => row.saturated).length;
+  const separating = state.questions.filter((row) => !row.saturated && row.spread > 0).length;
+  setText("questions-caption", `${separating} separate models · ${saturated} saturated · most separating first`);
 }
 
 // -- pace and export ------------------------------------------------------

@@ -418,4 +418,17 @@ async def test_at_1400_px_nothing_scrolls_sideways_and_the_new_panels_show_data(
             assert [row["model"] for row in rows] == [m["model"] for m in models]
             assert [float(row["mu"]) for row in rows] == [m["mu"] for m in models]
             assert [float(row["avg"]) for row in rows] == [m["avg"] for m in models]
+
+            questions = (await board.client.get("/runs/aime25/questions")).json()
+            await page.wait_for(
+                "document.querySelectorAll('#questions tbody tr').length === "
+                f"{len(questions)}",
+                timeout_s=15,
+            )
+            shown = await page.script(
+                "return Array.from(document.querySelectorAll('#questions tbody tr'),"
+                " (tr) => [tr.dataset.question,"
+                " tr.querySelector('[data-field=spread]').textContent]);"
+            )
+            assert shown == [[q["question"], f"{q['spread']:.3f}"] for q in questions]
             assert await page.console_errors() == []
