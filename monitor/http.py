@@ -34,7 +34,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from monitor.config import HttpSettings
 from monitor.errors import ConfigError, StoreError, UnknownRunError
 from monitor.interfaces import Payload
-from monitor.questions import QuestionRow, question_rows
+from monitor.questions import (
+    QuestionRow,
+    RejectedRecord,
+    question_rows,
+    rejected_inputs,
+)
 from monitor.schema import NextItem, RunConfig, Status
 from monitor.service import Service
 from monitor.store import IngestReport, StoredEvent
@@ -153,6 +158,13 @@ def create_app(
         service = _service(request)
         return await service.call(
             functools.partial(question_rows, service.monitor, run)
+        )
+
+    @app.get("/runs/{run}/rejected")
+    async def rejected(run: str, request: Request) -> list[RejectedRecord]:
+        service = _service(request)
+        return await service.call(
+            functools.partial(rejected_inputs, service.monitor, run)
         )
 
     @app.get("/runs/{run}/trace")

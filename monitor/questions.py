@@ -1,10 +1,13 @@
-"""The per-question view: which questions separate the models, which are saturated.
+"""Views of a run's inputs for the dashboard: questions and rejected inputs.
+
+The per-question view: which questions separate the models, which are saturated.
 
 For each question of a run, each model's mean observed score on it (the
 weights of its observed outcomes averaged; prior outcomes left out) and how
 far apart the models are. A question every model always gets right (or
 always wrong) is *saturated*: it adds trials but cannot tell models apart.
-Read from the store's counts, so it is the same for every worker.
+Read from the store's counts, so it is the same for every worker. The
+rejected inputs are the store's most recent dead letters of the run.
 """
 
 from __future__ import annotations
@@ -68,3 +71,44 @@ def question_rows(monitor: Monitor, run: str) -> list[QuestionRow]:
         )
     rows.sort(key=lambda row: (-row.spread, row.question))
     return rows
+
+
+class RejectedRecord(BaseModel):
+    """A dead letter of a run as the dashboard lists it."""
+
+    source: str
+    position: int | None
+    reason: str
+    raw: str
+    received_s: float
+
+
+def rejected_inputs(
+    monitor: Monitor, run: str, limit: int = 50
+) -> list[RejectedRecord]:
+    """The run's most recent rejected inputs, newest first (at most ``limit``).
+
+    Raises:
+        UnknownRunError: when the run does not exist.
+    """
+    monitor.config(run)  # an unknown run is an error, not an empty list
+    letters = [
+        letter
+        for letter in monitor.store.dead_letters(_SCANNED_LETTERS)
+        if letter.run == run
+    ]
+    return [
+        RejectedRecord(
+            source=letter.source.removeprefix("file:"),
+            position=letter.position,
+            reason=letter.reason,
+            raw=letter.raw[:_SHOWN_RAW],
+            received_s=letter.received_s,
+        )
+        for letter in reversed(letters[-limit:])
+    ]
+
+
+# Dead letters of all runs scanned for one run's, and how much of each input.
+_SCANNED_LETTERS = 1000
+_SHOWN_RAW = 200

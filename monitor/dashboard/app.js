@@ -23,7 +23,7 @@ const PALETTE = [
 // What one run's view holds; a run switch starts from a fresh copy.
 const fresh = () => ({
   config: null, status: null, trace: [], events: [], source: null, colors: new Map(),
-  questions: [], questionsAt: 0, questionsLoading: false,
+  questions: [], rejected: [], questionsAt: 0, questionsLoading: false,
 });
 const state = {
   run: null,
@@ -213,6 +213,7 @@ function render() {
   renderTrace();
   renderLog();
   renderQuestions();
+  renderRejected();
 }
 
 // -- questions --------------------------------------------------------------
@@ -225,9 +226,10 @@ async function loadQuestions() {
   Object.assign(state, { questionsLoading: true, questionsAt: now });
   const generation = state.generation;
   try {
-    const rows = await getJson(runPath(state.run, "questions"));
+    const answers = [getJson(runPath(state.run, "questions")), getJson(runPath(state.run, "rejected"))];
+    const [questions, rejected] = await Promise.all(answers);
     if (generation === state.generation) {
-      state.questions = rows;
+      Object.assign(state, { questions, rejected });
       queueRender();
     }
   } catch (error) {
@@ -263,6 +265,19 @@ function renderQuestions() {
   const saturated = state.questions.filter((row) => row.saturated).length;
   const separating = state.questions.filter((row) => !row.saturated && row.spread > 0).length;
   setText("questions-caption", `${separating} separate models · ${saturated} saturated · most separating first`);
+}
+
+// The run's latest rejected inputs: where, why, and the start of the input.
+function renderRejected() {
+  const items = state.rejected.map((item) => {
+    const where = item.position === null ? item.source : `${item.source}:${item.position}`;
+    const text = el("span", { class: "message" }, el("span", { class: "where" }, where), ` ${item.reason}`);
+    const raw = el("span", { class: "muted", "data-field": "raw" }, item.raw);
+    return el("li", { "data-position": item.position ?? "" }, el("time", {}, clock(item.received_s)), el("span", {}, text, el("br"), raw));
+  });
+  $("#rejected").replaceChildren(...items);
+  const total = state.status?.rejected ?? items.length;
+  setText("rejected-caption", total ? `latest ${items.length} of ${total.toLocaleString("en-US")}` : "none");
 }
 
 // -- pace and export ------------------------------------------------------

@@ -419,16 +419,26 @@ async def test_at_1400_px_nothing_scrolls_sideways_and_the_new_panels_show_data(
             assert [float(row["mu"]) for row in rows] == [m["mu"] for m in models]
             assert [float(row["avg"]) for row in rows] == [m["avg"] for m in models]
 
-            questions = (await board.client.get("/runs/aime25/questions")).json()
+            async def questions_shown() -> bool:
+                served = (await board.client.get("/runs/aime25/questions")).json()
+                shown = await page.script(
+                    "return Array.from(document.querySelectorAll("
+                    "'#questions tbody tr'), (tr) => [tr.dataset.question,"
+                    " tr.querySelector('[data-field=spread]').textContent]);"
+                )
+                expected = [[q["question"], f"{q['spread']:.3f}"] for q in served]
+                return len(served) == 30 and shown == expected
+
+            # The table refreshes at most every 2 s, after a status.
+            await eventually(questions_shown, timeout_s=15)
+
+            broken = await board.client.post("/runs/aime25/trials", content=b"{oops")
+            assert broken.status_code == 422
             await page.wait_for(
-                "document.querySelectorAll('#questions tbody tr').length === "
-                f"{len(questions)}",
-                timeout_s=15,
+                "document.querySelectorAll('#rejected li').length === 1", timeout_s=15
             )
-            shown = await page.script(
-                "return Array.from(document.querySelectorAll('#questions tbody tr'),"
-                " (tr) => [tr.dataset.question,"
-                " tr.querySelector('[data-field=spread]').textContent]);"
+            listed = await page.script(
+                "return document.querySelector('#rejected li').textContent;"
             )
-            assert shown == [[q["question"], f"{q['spread']:.3f}"] for q in questions]
+            assert "invalid JSON" in cast(str, listed) and "{oops" in cast(str, listed)
             assert await page.console_errors() == []

@@ -57,3 +57,22 @@ async def test_the_questions_endpoint_serves_the_same_rows() -> None:
     ):
         assert (await client.get("/runs/r/questions")).json() == expected
         assert (await client.get("/runs/nope/questions")).status_code == 404
+
+
+async def test_the_rejected_endpoint_lists_the_runs_dead_letters_newest_first() -> None:
+    monitor = Monitor()
+    monitor.configure(RunConfig(run="r", question_count=4))
+    monitor.configure(RunConfig(run="s"))
+    monitor.ingest_payload('{"run": "r", "model": "a"}', source="file:/x.jsonl")
+    monitor.ingest_payload('{"run": "s", "model": "a"}', source="other")
+    async with (
+        Service(monitor) as service,
+        serving(create_app(service, HttpSettings())) as base,
+        httpx.AsyncClient(base_url=base) as client,
+    ):
+        assert (await client.post("/runs/r/trials", content=b"{broken")).is_error
+        listed = (await client.get("/runs/r/rejected")).json()
+        assert (await client.get("/runs/nope/rejected")).status_code == 404
+    assert [item["source"] for item in listed] == ["http", "/x.jsonl"]
+    assert listed[0]["reason"].startswith("invalid JSON")
+    assert "missing field" in listed[1]["reason"]
