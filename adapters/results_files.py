@@ -17,12 +17,15 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, TypeAlias
 
 import numpy as np
 
-from monitor.ingesting import CategoryMap, Item
+from monitor.ingesting import CategoryMap, Item, Located
 from monitor.schema import Rejection
 from monitor.scoring import ResultsMatrix
+
+RowFormat: TypeAlias = Literal["csv", "jsonl"]
 
 _NAME_KEYS = ("models",)
 _WEIGHT_KEYS = ("w", "weights")
@@ -113,7 +116,9 @@ def load_results_npz(path: Path) -> list[ResultsMatrix]:
 
 
 def read_trial_rows(
-    path: Path, mapping: RowMapping | None = None
+    path: Path,
+    mapping: RowMapping | None = None,
+    kind: RowFormat | None = None,
 ) -> Iterator[TrialRow | RowError]:
     """Yield each row of a CSV or JSONL file as a trial, or as an error.
 
@@ -121,33 +126,49 @@ def read_trial_rows(
         path: A ``.csv`` file with a header, or JSON lines (an object, or an
             array of objects, per line).
         mapping: How this file's columns and values map to ours.
+        kind: ``"csv"`` or ``"jsonl"``; None decides by the file's suffix
+            (``.csv`` is CSV, anything else JSON lines).
     """
-    mapping = mapping or RowMapping()
+    for _, row in _numbered_rows(path, mapping or RowMapping(), kind):
+        yield row
+
+
+def _numbered_rows(
+    path: Path, mapping: RowMapping, kind: RowFormat | None
+) -> Iterator[tuple[int, TrialRow | RowError]]:
     default_run = path.stem
-    if path.suffix.lower() == ".csv":
-        with path.open(newline="") as handle:
-            for line, record in enumerate(csv.DictReader(handle), start=2):
-                yield _row(record, mapping, default_run, line)
+    if kind is None:
+        kind = "csv" if path.suffix.lower() == ".csv" else "jsonl"
+    if kind == "csv":
+        # Undecodable bytes become U+FFFD and reject their row, not the file.
+        with path.open(newline="", errors="replace") as handle:
+            reader = csv.DictReader(handle)
+            for record in reader:
+                line = reader.line_num
+                yield line, _row(record, mapping, default_run, line)
         return
-    with path.open() as handle:
+    with path.open(errors="replace") as handle:
         for line, text in enumerate(handle, start=1):
             if not text.strip():
                 continue
             try:
                 value = json.loads(text)
             except json.JSONDecodeError as exc:
-                yield RowError(line, f"invalid JSON: {exc.msg} at column {exc.colno}")
+                reason = f"invalid JSON: {exc.msg} at column {exc.colno}"
+                yield line, RowError(line, reason)
                 continue
             for record in value if isinstance(value, list) else [value]:
                 if not isinstance(record, dict):
-                    yield RowError(line, "each row must be a JSON object")
+                    yield line, RowError(line, "each row must be a JSON object")
                     continue
-                yield _row(record, mapping, default_run, line)
+                yield line, _row(record, mapping, default_run, line)
 
 
-def read_row_items(path: Path, mapping: RowMapping | None = None) -> Iterator[Item]:
+def read_row_items(
+    path: Path, mapping: RowMapping | None = None, kind: RowFormat | None = None
+) -> Iterator[Item]:
     """Each row as a trial event, or as a rejection naming the file and line."""
-    for row in read_trial_rows(path, mapping):
+    for line, row in _numbered_rows(path, mapping or RowMapping(), kind):
         if isinstance(row, RowError):
             yield Rejection(
                 reason=row.reason,
@@ -156,13 +177,14 @@ def read_row_items(path: Path, mapping: RowMapping | None = None) -> Iterator[It
                 run=mapping.run if mapping is not None else None,
             )
         else:
-            yield {
+            fields = {
                 "run": row.run,
                 "model": row.model,
                 "question": row.question,
                 "trial": row.trial,
                 "category": row.category,
             }
+            yield Located(fields, line)
 
 
 def _row(

@@ -2,28 +2,36 @@
 
 ``from monitor import Monitor, RunConfig`` is the synchronous Python API: a
 notebook or a script can ingest trials and read statuses without a service.
+The names load on first use (PEP 562), so ``scorio-monitor --help`` does not
+import the engine and its numerics.
 """
 
-from monitor.engine import Monitor
-from monitor.errors import (
-    ConfigError,
-    MonitorError,
-    PublishError,
-    SourceError,
-    StoreError,
-    UnknownRunError,
-)
-from monitor.schema import (
-    Cost,
-    ModelStatus,
-    NextItem,
-    PairStatus,
-    Rejection,
-    RunConfig,
-    Status,
-    TrialEvent,
-)
-from monitor.store import IngestReport, StoredEvent
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from monitor.engine import Monitor
+    from monitor.errors import (
+        ConfigError,
+        MonitorError,
+        PublishError,
+        SourceError,
+        StoreError,
+        UnknownRunError,
+    )
+    from monitor.schema import (
+        Cost,
+        ModelStatus,
+        NextItem,
+        PairStatus,
+        Rejection,
+        RunConfig,
+        Status,
+        TrialEvent,
+    )
+    from monitor.store import IngestReport, StoredEvent
 
 __all__ = [
     "ConfigError",
@@ -44,3 +52,34 @@ __all__ = [
     "TrialEvent",
     "UnknownRunError",
 ]
+
+_HOMES = {
+    "ConfigError": "monitor.errors",
+    "Cost": "monitor.schema",
+    "IngestReport": "monitor.store",
+    "ModelStatus": "monitor.schema",
+    "Monitor": "monitor.engine",
+    "MonitorError": "monitor.errors",
+    "NextItem": "monitor.schema",
+    "PairStatus": "monitor.schema",
+    "PublishError": "monitor.errors",
+    "Rejection": "monitor.schema",
+    "RunConfig": "monitor.schema",
+    "SourceError": "monitor.errors",
+    "Status": "monitor.schema",
+    "StoreError": "monitor.errors",
+    "StoredEvent": "monitor.store",
+    "TrialEvent": "monitor.schema",
+    "UnknownRunError": "monitor.errors",
+}
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'monitor' has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

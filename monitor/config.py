@@ -236,6 +236,7 @@ def load_service_config(path: Path | None, environ: Mapping[str, str]) -> Servic
         ConfigError: for a missing or invalid file or value.
     """
     document = {} if path is None else _read_toml(path)
+    _check_top_level(document, str(path))
     for section, model in _SECTIONS.items():
         for key in model.model_fields:
             value = environ.get(f"SCORIO_MONITOR_{section}_{key}".upper())
@@ -249,3 +250,22 @@ def load_service_config(path: Path | None, environ: Mapping[str, str]) -> Servic
     except ValidationError as exc:
         where = str(path) if path is not None else "environment"
         raise ConfigError(f"{where}: {describe_validation_error(exc)}") from exc
+
+
+def _check_top_level(document: Mapping[str, object], where: str) -> None:
+    """Unknown top-level keys, named with where they belong."""
+    unknown = [key for key in document if key not in ServiceConfig.model_fields]
+    if not unknown:
+        return
+    run_settings = [key for key in unknown if key in RunConfig.model_fields]
+    if run_settings:
+        raise ConfigError(
+            f"{where}: {', '.join(run_settings)} are run settings; a service "
+            "config holds them in a [[runs]] table (one per run), as in "
+            "examples/service.toml; a file of one run's settings is for "
+            "`watch --config` and `ingest --config`"
+        )
+    sections = ", ".join(ServiceConfig.model_fields)
+    raise ConfigError(
+        f"{where}: unknown key(s) {', '.join(unknown)}; a service config has {sections}"
+    )

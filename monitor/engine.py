@@ -299,6 +299,7 @@ class Monitor:
         batches: dict[str, TrialBatch] = {}
         letters: list[DeadLetter] = []
         rejections: list[Rejection] = []
+        unread: list[Rejection] = []
         new_questions: dict[str, set[str]] = {}
         # The run of the previous trial and what goes with it: batches are
         # mostly of one run, so the lookups happen once.
@@ -337,13 +338,7 @@ class Monitor:
                 parsed = item
             if isinstance(parsed, Rejection):
                 rejections.append(parsed)
-                # Count it against the run it named, if that run exists.
-                known = (
-                    parsed.run
-                    if parsed.run is not None and parsed.run in self._runs
-                    else None
-                )
-                letters.append(_dead_letter(parsed, known, now))
+                unread.append(parsed)
                 continue
             assert isinstance(parsed, TrialEvent)  # a Trial was handled above
             event = parsed
@@ -381,6 +376,11 @@ class Monitor:
                 None if cost is None else cost.seconds,
                 event.ts if isinstance(event.ts, float | int) else None,
             )
+        # Count each unread input against the run it named, if that run exists
+        # by the end of the batch (a run this batch created counts it too).
+        letters.extend(
+            _dead_letter(r, r.run if r.run in self._runs else None, now) for r in unread
+        )
         return self._commit(list(batches.values()), letters, rejections, cursor, now)
 
     def ingest_columns(
@@ -516,6 +516,7 @@ class Monitor:
         model_forecasts, pair_forecasts = self._forecast(run, state, decision)
         totals = self._store.totals(run)
         tables = state.tables
+        prior_trials = sum(table.prior_trial_count for table in tables.values())
         models = []
         metrics = model_metrics(state.config, tables, decision.order)
         for name, live in zip(decision.order, metrics, strict=True):
@@ -525,6 +526,7 @@ class Monitor:
                 ModelStatus(
                     model=name,
                     mu=table.mu,
+                    avg=live[AVG].mu if AVG in live else None,
                     sigma=table.sigma,
                     lo=low,
                     hi=high,
@@ -535,7 +537,6 @@ class Monitor:
                     needs_trials=name in decision.needs_trials,
                     predicted_trials=model_forecasts.get(name),
                     budget_exhausted=name in decision.exhausted,
-                    avg=live[AVG].mu if AVG in live else None,
                     metrics=live,
                 )
             )
@@ -560,11 +561,13 @@ class Monitor:
             error_control=state.config.error_control,
             confidence=state.config.confidence,
             stable=decision.stable,
-            trials=totals.trials,
+            trials=totals.trials - prior_trials,
+            prior_trials=prior_trials,
             duplicates=totals.duplicates,
             corrections=totals.corrections,
             rejected=totals.rejected,
             question_count=state.question_count,
+            max_trials_per_question=state.config.max_trials_per_question,
             open=state.is_open,
             budget_exhausted=bool(decision.exhausted),
             models=models,

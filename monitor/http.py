@@ -15,6 +15,7 @@ run's status refreshes.
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 from collections.abc import AsyncIterator, Callable
@@ -33,6 +34,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from monitor.config import HttpSettings
 from monitor.errors import ConfigError, StoreError, UnknownRunError
 from monitor.interfaces import Payload
+from monitor.questions import (
+    QuestionRow,
+    RejectedRecord,
+    question_rows,
+    rejected_inputs,
+)
 from monitor.schema import NextItem, RunConfig, Status
 from monitor.service import Service
 from monitor.store import IngestReport, StoredEvent
@@ -145,6 +152,20 @@ def create_app(
         run: str, request: Request, budget: Annotated[int, Query(ge=0, le=10_000_000)]
     ) -> list[NextItem]:
         return await _service(request).next(run, budget)
+
+    @app.get("/runs/{run}/questions")
+    async def questions(run: str, request: Request) -> list[QuestionRow]:
+        service = _service(request)
+        return await service.call(
+            functools.partial(question_rows, service.monitor, run)
+        )
+
+    @app.get("/runs/{run}/rejected")
+    async def rejected(run: str, request: Request) -> list[RejectedRecord]:
+        service = _service(request)
+        return await service.call(
+            functools.partial(rejected_inputs, service.monitor, run)
+        )
 
     @app.get("/runs/{run}/trace")
     async def trace(run: str, request: Request) -> list[TracePointOut]:

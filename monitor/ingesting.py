@@ -23,7 +23,16 @@ from monitor.schema import Rejection, RunConfig
 from monitor.scoring import ResultsMatrix
 from monitor.store import IngestReport
 
-Item = Mapping[str, object] | Rejection
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """A trial read at a known line of its file, so a refusal can say where."""
+
+    fields: Mapping[str, object]
+    position: int
+
+
+Item = Mapping[str, object] | Located | Rejection
 
 _CHUNK_TRIALS = 1 << 20
 
@@ -136,13 +145,40 @@ def ingest_batches(
             if isinstance(item, Rejection):
                 parsed.append(item)
                 positions.append(item.position)
+            elif isinstance(item, Located):
+                parsed.append(parse_object(item.fields, batch.source, item.position))
+                positions.append(item.position)
             else:
                 parsed.append(parse_object(item, batch.source))
                 positions.append(None)
+        parsed = with_implied_run(monitor, parsed)
         report = monitor.ingest_parsed(parsed, source=batch.source, positions=positions)
         totals.add(report, len(batch.items))
         on_report(report)
     return totals
+
+
+def with_implied_run(monitor: Monitor, parsed: list[Parsed]) -> list[Parsed]:
+    """Rejections that name no run, counted against the batch's one run.
+
+    A stream or file of one run (the usual case) has its unreadable inputs
+    counted in that run's ``rejected``, so the count equals what was reported.
+    The run is the one the batch's trials name, or the monitor's only run; in
+    a batch of several runs such an input counts against none.
+    """
+    named = {item.run for item in parsed if not isinstance(item, Rejection)}
+    if len(named) == 1:
+        run: str | None = named.pop()
+    elif not named and len(monitor.runs) == 1:
+        run = monitor.runs[0]
+    else:
+        return parsed
+    return [
+        item.model_copy(update={"run": run})
+        if isinstance(item, Rejection) and item.run is None
+        else item
+        for item in parsed
+    ]
 
 
 def ingest_matrix(
@@ -150,9 +186,10 @@ def ingest_matrix(
 ) -> IngestReport:
     """Count a results tensor through :meth:`Monitor.ingest_columns`.
 
-    Question ``q`` and trial ``t`` get the ids ``"q"`` and ``"t"``. Weights
-    carried by the file declare a run the monitor does not know yet (with
-    only the weights set: questions and models stay open).
+    Question ``q`` and trial ``t`` get the ids ``"q"`` and ``"t"``. A run
+    the monitor does not know yet is declared with the tensor's question
+    count as its M (the array says how many questions there are) and the
+    weights the file carries, if any; its models stay open.
 
     Raises:
         ValueError: when the tensor is not 3-D, names the wrong number of
@@ -164,7 +201,7 @@ def ingest_matrix(
             f"run {matrix.run!r}: expected {len(matrix.models)} models x questions "
             f"x trials; got shape {results.shape}"
         )
-    _declare_weights(monitor, matrix)
+    _declare_run(monitor, matrix)
     _, question_count, trial_count = results.shape
     step = max(1, chunk_trials // max(trial_count, 1))
     reports = []
@@ -184,15 +221,20 @@ def ingest_matrix(
     return _combined(reports)
 
 
-def _declare_weights(monitor: Monitor, matrix: ResultsMatrix) -> None:
-    if matrix.weights is None:
-        return
-    weights = [float(w) for w in matrix.weights]
+def _declare_run(monitor: Monitor, matrix: ResultsMatrix) -> None:
+    weights = None if matrix.weights is None else [float(w) for w in matrix.weights]
     if matrix.run not in monitor.runs:
-        monitor.configure(RunConfig(run=matrix.run, weights=weights))
+        question_count = int(matrix.results.shape[1])
+        declared: dict[str, object] = {
+            "run": matrix.run,
+            "question_count": question_count,
+        }
+        if weights is not None:
+            declared["weights"] = weights
+        monitor.configure(RunConfig.model_validate(declared))
         return
     known = monitor.config(matrix.run).weights
-    if known != weights:
+    if weights is not None and known != weights:
         raise ValueError(
             f"run {matrix.run!r} has weights {known}; the file carries {weights}"
         )

@@ -71,8 +71,27 @@ def parse_payload(
     """Parse one JSON payload: an event object or an array of them (a batch).
 
     ``run`` is the run the channel implies (e.g. an MQTT topic): events
-    without a ``run`` take it; events naming another run are refused.
+    without a ``run`` take it; events naming another run are refused. Every
+    rejection of such a payload counts against that run, even unreadable JSON.
     """
+    parsed = _parse_payload(payload, source, position, max_bytes, run)
+    if run is None:
+        return parsed
+    return [
+        item.model_copy(update={"run": run})
+        if isinstance(item, Rejection) and item.run is None
+        else item
+        for item in parsed
+    ]
+
+
+def _parse_payload(
+    payload: str | bytes,
+    source: str,
+    position: int | None,
+    max_bytes: int,
+    run: str | None,
+) -> list[Parsed]:
     size = len(payload.encode() if isinstance(payload, str) else payload)
     if size > max_bytes:
         reason = f"payload of {size} bytes exceeds the limit of {max_bytes}"

@@ -243,11 +243,14 @@ class ModelStatus(BaseModel):
     share a group), for display. ``predicted_trials`` is the forecast of
     trials this model still needs (0: none; null: no forecast possible).
     ``budget_exhausted``: the model is on an unsettled boundary but has used
-    its ``max_trials_per_question`` everywhere.
+    its ``max_trials_per_question`` everywhere. ``avg`` is avg@N, the raw
+    mean observed score (a harness's own accuracy), beside ``mu``; null
+    before the model's first observed trial.
     """
 
     model: str
     mu: float
+    avg: float | None = None
     sigma: float
     lo: float
     hi: float
@@ -258,8 +261,6 @@ class ModelStatus(BaseModel):
     needs_trials: bool
     predicted_trials: int | None
     budget_exhausted: bool = False
-    # avg@N (observed trials); null before the model's first trial.
-    avg: float | None = None
     # "avg" and the run's ``metrics``, keyed by the name as the run wrote it.
     metrics: dict[str, MetricValue] = Field(default_factory=dict)
 
@@ -315,7 +316,13 @@ class Status(BaseModel):
     duplicates: int
     corrections: int
     rejected: int
+    # Prior outcomes (the paper's R0) are evidence, not trials: counted here,
+    # never in ``trials`` or against a budget.
+    prior_trials: int = 0
     question_count: int
+    # The run's budget per model and question; None: no budget, so a forecast
+    # of trials needed has nothing to be held against.
+    max_trials_per_question: int | None = None
     open: bool
     budget_exhausted: bool = False
     models: list[ModelStatus]

@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import TypeVar
 
 from monitor.engine import Monitor
+from monitor.ingesting import with_implied_run
 from monitor.interfaces import Payload, Publisher, TrialSource
 from monitor.parsing import Parsed, parse_payload
 from monitor.schema import NextItem, Rejection, RunConfig, Status
@@ -247,6 +248,7 @@ class Service:
                         source=payload.source,
                         position=payload.position,
                         raw=f"({payload.oversize} bytes, not kept)",
+                        run=payload.run,
                     )
                 ]
             else:
@@ -256,6 +258,7 @@ class Service:
             parsed.extend(items)
             sources.extend([payload.source] * len(items))
             positions.extend([payload.position] * len(items))
+        parsed = with_implied_run(self._monitor, parsed)
         return self._monitor.ingest_parsed(
             parsed, source=sources, positions=positions, cursor=cursor
         )

@@ -14,6 +14,7 @@ time (a lock file enforces it); any number may open it read-only.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import itertools
 import json
@@ -374,18 +375,31 @@ class SqliteStore(TrialAsBatch):
         return state
 
     def _lock(self) -> None:
-        handle = os.open(f"{self._path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
+        path = f"{self._path}.lock"
+        while True:
+            handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError as exc:
+                os.close(handle)
+                raise StoreError(
+                    f"state file {self._path} is being written by another process"
+                ) from exc
+            # The holder before us removes the file on close: a lock on a
+            # file no longer at the path guards nothing, so take the new one.
+            try:
+                if os.stat(path).st_ino == os.fstat(handle).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
             os.close(handle)
-            raise StoreError(
-                f"state file {self._path} is being written by another process"
-            ) from exc
         self._lock_handle = handle
 
     def _unlock(self) -> None:
         if self._lock_handle is not None:
+            # Removed while still held, so no one can lock the old file after.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{self._path}.lock")
             os.close(self._lock_handle)
             self._lock_handle = None
 

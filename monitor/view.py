@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Final, Protocol
 
 from rich.console import Console, Group
 from rich.table import Table
@@ -15,6 +15,20 @@ from monitor.simulation import SimulationResult
 from monitor.store import StoredEvent
 
 _BAR_WIDTH = 20
+
+# Two groupings answer two questions; each column says which one it shows.
+SETTLED_GROUP: Final = "settled\ngroup"
+CI_GROUP: Final = "CI\ngroup"
+STATUS_GROUPS_CAPTION: Final = (
+    "settled group: models split only where the stopping rule settled every "
+    "pair across (what stopping acts on); CI group: the paper's Table 1, "
+    "neighbours split where z >= z* at this confidence (what `score` shows)"
+)
+SCORE_GROUPS_CAPTION: Final = (
+    "CI group: the paper's Table 1, neighbours split where z >= z* at this "
+    "confidence; `watch` and `status` also show the settled group of the "
+    "stopping rule, which splits only where every pair across has settled"
+)
 
 
 class Row(Protocol):
@@ -50,8 +64,10 @@ def scoreboard_table(board: Scoreboard) -> Table:
         " (open: questions seen)" if board.is_open else ""
     )
     table = _leaderboard(
-        f"{board.run}  ·  {questions}  ·  {board.confidence:.0%} intervals"
+        f"{board.run}  ·  {questions}  ·  {board.confidence:.0%} intervals",
+        (CI_GROUP,),
     )
+    table.caption = SCORE_GROUPS_CAPTION
     names = list(board.models[0].metrics) if board.models else []
     for name in names:
         table.add_column(name, justify="right", no_wrap=True)
@@ -63,14 +79,15 @@ def scoreboard_table(board: Scoreboard) -> Table:
             "—" if value is None else f"{value.mu:.4f} ± {value.sigma:.4f}"
             for value in shown
         ]
-        table.add_row(*_cells(row, low, high), *metric_cells)
+        table.add_row(*_cells(row, low, high, str(row.group)), *metric_cells)
     return table
 
 
-def _leaderboard(title: str, *extra: str) -> Table:
-    table = Table(title=title, title_justify="left")
+def _leaderboard(title: str | None, groupings: Sequence[str], *extra: str) -> Table:
+    table = Table(title=title, title_justify="left", caption_justify="left")
     table.add_column("rank", justify="right", no_wrap=True)
-    table.add_column("group", justify="right", no_wrap=True)
+    for name in groupings:
+        table.add_column(name, justify="right", no_wrap=True)
     table.add_column("model", overflow="fold", min_width=8)
     table.add_column("mu", justify="right", no_wrap=True)
     table.add_column("sigma", justify="right", no_wrap=True)
@@ -82,10 +99,10 @@ def _leaderboard(title: str, *extra: str) -> Table:
     return table
 
 
-def _cells(row: Row, low: float, high: float) -> list[str | Text]:
+def _cells(row: Row, low: float, high: float, *groups: str) -> list[str | Text]:
     return [
         str(row.rank),
-        str(row.group),
+        *groups,
         row.model,
         f"{row.mu:.4f}",
         f"{row.sigma:.4f}",
@@ -113,28 +130,31 @@ def interval_bar(lo: float, mu: float, hi: float, low: float, high: float) -> Te
 
 def status_view(status: Status, events: Sequence[StoredEvent] = ()) -> Group:
     """The live view of one run: leaderboard, open pairs, recent events."""
-    questions = f"M={status.question_count}" + (" (open)" if status.open else "")
-    state = "[green]stable[/]" if status.stable else "[yellow]running[/]"
-    title = (
-        f"{status.run}  ·  {questions}  ·  rule {status.rule}  ·  {state}  ·  "
-        f"{status.trials} trials, {status.duplicates} duplicates, "
-        f"{status.corrections} corrections, {status.rejected} rejected"
-    )
-    table = _leaderboard(title, "needs")
+    table = _leaderboard(None, (SETTLED_GROUP, CI_GROUP), "needs")
+    table.caption = STATUS_GROUPS_CAPTION
     low = min((row.lo for row in status.models), default=0.0)
     high = max((row.hi for row in status.models), default=1.0)
     for row in status.models:
         needs = "—"
         if row.needs_trials:
+            # Without a budget a forecast has no bound to be read against.
             needs = (
-                "yes" if row.predicted_trials is None else f"~{row.predicted_trials}"
+                "no budget"
+                if status.max_trials_per_question is None
+                else "yes"
+                if row.predicted_trials is None
+                else f"~{row.predicted_trials:,}"
             )
-        table.add_row(*_cells(row, low, high), needs)
-    parts: list[Table | Text] = [table]
+        table.add_row(
+            *_cells(row, low, high, str(row.group), str(row.adjacent_group)), needs
+        )
+    parts: list[Table | Text] = [*status_header(status), table]
     open_pairs = [pair for pair in status.pairs if not pair.resolved]
     if open_pairs:
         lines = [
-            f"  {pair.a} vs {pair.b}: z={pair.z:.2f} rho={pair.rho:.3f}"
+            f"  {pair.a} vs {pair.b}: z={pair.z:.2f}"
+            + ("" if pair.threshold is None else f" of {pair.threshold:.2f} needed")
+            + f", rho={pair.rho:.3f}"
             + ("  statistical tie at this budget" if pair.unresolvable else "")
             + ("  equivalent within the margin" if pair.equivalent else "")
             for pair in open_pairs
@@ -148,6 +168,32 @@ def status_view(status: Status, events: Sequence[StoredEvent] = ()) -> Group:
             )
         )
     return Group(*parts)
+
+
+def status_header(status: Status) -> tuple[Text, Text]:
+    """Two short lines above a run's table: what it is, and what was counted.
+
+    Kept apart from the table's title, which rich wraps to the table's width.
+    """
+    questions = f"M={status.question_count}" + (" (open)" if status.open else "")
+    state = "[green]stable[/]" if status.stable else "[yellow]running[/]"
+    what = Text.from_markup(
+        f"[bold]{status.run}[/]  ·  {questions}  ·  rule {status.rule}  ·  {state}"
+    )
+    counts = [
+        plural(status.trials, "trial"),
+        plural(status.duplicates, "duplicate"),
+        plural(status.corrections, "correction"),
+        f"{status.rejected:,} rejected",
+    ]
+    if status.prior_trials:
+        counts.append(plural(status.prior_trials, "prior outcome"))
+    return what, Text(", ".join(counts))
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 trial``, ``2 trials``, ``1,200 trials``."""
+    return f"{count:,} {noun}" + ("" if count == 1 else "s")
 
 
 def describe_event(event: StoredEvent) -> str:

@@ -3,6 +3,7 @@
 Each batch is parsed line by line (a line holds one event or an array of
 them), counted in one engine call, and committed together with the source's
 cursor, so a restarted watch resumes after the last committed line.
+A line that names no run counts against the stream's run when it has one.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from monitor.engine import Monitor
-from monitor.ingesting import IngestTotals
+from monitor.ingesting import IngestTotals, with_implied_run
 from monitor.interfaces import LineSource
 from monitor.parsing import MAX_PAYLOAD_BYTES, Parsed, parse_payload
 from monitor.schema import Rejection
@@ -45,6 +46,7 @@ def watch(
                 )
             parsed.extend(items)
             positions.extend([line.number] * len(items))
+        parsed = with_implied_run(monitor, parsed)
         report = monitor.ingest_parsed(
             parsed,
             source=source.name,

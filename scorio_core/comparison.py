@@ -16,7 +16,6 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import ndtr, ndtri
-from scipy.stats import kendalltau, rankdata
 
 from scorio_core import _validation as check
 
@@ -111,6 +110,10 @@ def competition_ranks(scores: ArrayLike) -> NDArray[np.int64]:
         >>> competition_ranks([0.9, 0.5, 0.7, 0.7]).tolist()
         [1, 4, 2, 2]
     """
+    # scipy.stats loads in about half a second: deferred to first use, so
+    # the command line starts fast (benchmarks/startup.py).
+    from scipy.stats import rankdata
+
     values = _vector(scores, "scores")
     return np.asarray(rankdata(-values, method="min"), dtype=np.int64)
 
@@ -166,6 +169,8 @@ def kendall_tau(ranking_a: ArrayLike, ranking_b: ArrayLike) -> float:
         raise ValueError(
             f"rankings must have the same length; got {first.size} and {second.size}"
         )
+    from scipy.stats import kendalltau  # deferred, as in competition_ranks
+
     return float(kendalltau(first, second).statistic)
 
 

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.stats import betabinom, hypergeom
 
 from scorio_core import _validation as check
 from scorio_core.posterior import VARIANCE_ROUNDOFF, Posterior, credible_interval
@@ -81,6 +80,9 @@ class Credit:
         coefficients[[0, -1]] = 0.5 / (count - 1)
         budgets = np.arange(1, count + 1)[None, :]
         successes = np.arange(count + 1)[:, None]
+        # scipy.stats loads in about half a second: deferred to first use.
+        from scipy.stats import hypergeom
+
         values = hypergeom.sf(0, count, successes, budgets) @ coefficients
         return cls(count, tuple(float(v) for v in values))
 
@@ -416,6 +418,9 @@ def _estimate(
         np.stack([successes, trials], axis=1), axis=0, return_counts=True
     )
     draws = np.arange(credit.k + 1)[None, :]
+    # scipy.stats loads in about half a second: deferred to first use.
+    from scipy.stats import hypergeom
+
     pmf = hypergeom.pmf(draws, states[:, 1:2], states[:, 0:1], credit.k)
     scores = pmf @ np.asarray(credit.values)
     return float(frequencies @ scores) / successes.size
@@ -482,6 +487,9 @@ def state_estimates(
 ) -> NDArray[np.float64]:
     """Per-question unbiased finite-bank credit (hypergeometric average)."""
     draws = np.arange(credit.k + 1)[None, :]
+    # scipy.stats loads in about half a second: deferred to first use.
+    from scipy.stats import hypergeom
+
     pmf = hypergeom.pmf(draws, trials[:, None], successes[:, None], credit.k)
     return np.asarray(pmf @ np.asarray(credit.values), dtype=np.float64)
 
@@ -504,6 +512,9 @@ def _centered_product_expectation(
             "tj,sj,stj->st", weights, part, other[:, partner]
         )
     degree = products.shape[1] - 1
+    # scipy.stats loads in about half a second: deferred to first use.
+    from scipy.stats import betabinom
+
     pmf = betabinom.pmf(
         np.arange(degree + 1)[None, :], degree, alpha[:, None], beta[:, None]
     )
@@ -535,6 +546,9 @@ def _bernstein_expectation(
     """``E[sum_j b_j Binom(j; d, p)]`` under Beta: a beta-binomial average."""
     degree = coefficients.size - 1
     successes = np.arange(degree + 1)[None, :]
+    # scipy.stats loads in about half a second: deferred to first use.
+    from scipy.stats import betabinom
+
     pmf = betabinom.pmf(successes, degree, alpha[:, None], beta[:, None])
     return np.asarray(pmf @ coefficients, dtype=np.float64)
 
@@ -553,5 +567,8 @@ def _product_weights(
     j = np.arange(left_k + 1)[None, :]
     partner = t - j
     valid = (partner >= 0) & (partner <= right_k)
+    # scipy.stats loads in about half a second: deferred to first use.
+    from scipy.stats import hypergeom
+
     weights = np.where(valid, hypergeom.pmf(j, left_k + right_k, left_k, t), 0.0)
     return weights, np.clip(partner, 0, right_k)

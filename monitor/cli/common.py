@@ -1,26 +1,174 @@
-"""What several commands share: the default state file and printing statuses."""
+"""What several commands share: the default state file, printing statuses and
+refusing inputs a command cannot read."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import socket
+import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeAlias
+from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
-from monitor.schema import Status
+if TYPE_CHECKING:
+    # Types only: the parser imports this module and must stay light.
+    from monitor.schema import Rejection, Status
 
 DEFAULT_STATE = Path("scorio-monitor.db")
+
+InputKind: TypeAlias = Literal["lines", "csv", "jsonl", "npz", "lm-eval"]
+
+_ZIP_MAGIC: Final = b"PK\x03\x04"
+_PRINTED_REJECTIONS: Final = 50
+_STATE_PATTERNS: Final = ("*.monitor.db", "*/*.monitor.db")
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def print_statuses(statuses: list[Status]) -> None:
-    """One status as a JSON object, several as an array."""
-    if len(statuses) == 1:
-        print(statuses[0].model_dump_json(indent=2))
-    else:
-        print(
-            json.dumps(
-                [status.model_dump(mode="json") for status in statuses], indent=2
-            )
+    """The one ``--json`` shape: an array with one status per run, always."""
+    print(json.dumps([status.model_dump(mode="json") for status in statuses], indent=2))
+
+
+def find_state(given: Path | None) -> Path:
+    """The state file a reading command opens: ``--state``, or the one here.
+
+    ``watch`` and ``ingest`` write ``<input>.monitor.db`` next to their input,
+    so without ``--state`` the file is looked for: ``scorio-monitor.db``, else
+    the only ``*.monitor.db`` in this directory or one below.
+
+    Raises:
+        ValueError: when there is none, or several to choose from.
+    """
+    if given is not None:
+        return given
+    if DEFAULT_STATE.exists():
+        return DEFAULT_STATE
+    found = sorted(path for pattern in _STATE_PATTERNS for path in Path().glob(pattern))
+    if len(found) == 1:
+        print(f"scorio-monitor: reading {found[0]}", file=sys.stderr)
+        return found[0]
+    if not found:
+        raise ValueError(
+            f"no state file: no {DEFAULT_STATE} and no *.monitor.db here or one "
+            "directory down; give --state (watch and ingest write "
+            "<input>.monitor.db next to their input)"
         )
+    names = ", ".join(str(path) for path in found)
+    raise ValueError(f"several state files ({names}); choose one with --state")
+
+
+def is_npz(path: Path) -> bool:
+    """Whether the file is a zip archive, which an ``.npz`` is."""
+    with path.open("rb") as handle:
+        return handle.read(4) == _ZIP_MAGIC
+
+
+def check_input(path: Path, expected: InputKind, command: str) -> None:
+    """Refuse, in one line, an input the command cannot read.
+
+    Raises:
+        ValueError: when ``path`` is missing, a directory, or an ``.npz``
+            where text lines are expected (or the other way round).
+    """
+    if not path.exists():
+        raise ValueError(f"no such file: {path}")
+    if path.is_dir():
+        if expected == "lm-eval":
+            return
+        raise ValueError(
+            f"{path} is a directory; {command} reads a file (an lm-eval output "
+            "directory goes through `scorio-monitor ingest DIR --format lm-eval`)"
+        )
+    archive = is_npz(path)
+    if expected == "npz" and not archive:
+        raise ValueError(
+            f"{path} is not an .npz archive (a zip of numpy arrays); for trial "
+            "rows use --format csv or jsonl"
+        )
+    if expected in ("lines", "csv", "jsonl", "lm-eval") and archive:
+        usage = (
+            "`scorio-monitor score FILE` or `scorio-monitor ingest FILE --format npz`"
+            if expected == "lines"
+            else "--format npz"
+        )
+        raise ValueError(
+            f"{path} is an .npz archive, not {_READS[expected]}; use {usage}"
+        )
+
+
+_READS: Final = {
+    "lines": "JSON lines",
+    "csv": "CSV rows",
+    "jsonl": "JSON lines",
+    "lm-eval": "an lm-eval samples file",
+}
+
+
+class RejectionPrinter:
+    """Rejections on stderr as ``file:line: rejected: reason``, the first few.
+
+    Args:
+        path: The input file, named for a rejection that has no source.
+        limit: How many to print; the rest are only counted.
+    """
+
+    def __init__(self, path: Path | None, limit: int = _PRINTED_REJECTIONS) -> None:
+        self._path = "stdin" if path is None else str(path)
+        self._limit = limit
+        self.count = 0
+        self.without_run = 0
+
+    def show(self, rejections: Sequence[Rejection]) -> None:
+        for rejection in rejections:
+            self.count += 1
+            if rejection.run is None:
+                self.without_run += 1
+            if self.count > self._limit:
+                continue
+            where = rejection.source.removeprefix("file:") or self._path
+            reason = rejection.reason
+            if rejection.source == "columns":
+                # A cell of a results tensor: its fields say where it is.
+                where, reason = self._path, f"{reason}: {rejection.raw}"
+            elif rejection.position is not None:
+                where = f"{where}:{rejection.position}"
+            print(f"{where}: rejected: {reason}", file=sys.stderr)
+
+    def summarise(self) -> None:
+        """Say how many were left unprinted and how many no run counts."""
+        if self.count > self._limit:
+            print(
+                f"scorio-monitor: {self.count - self._limit} more rejected "
+                "(kept as dead letters in the state file)",
+                file=sys.stderr,
+            )
+        if self.without_run:
+            print(
+                f"scorio-monitor: {self.without_run} of {self.count} rejected "
+                "inputs named no run; no run's count includes them",
+                file=sys.stderr,
+            )
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port``, so a server announces only once it can.
+
+    Raises:
+        ValueError: when the address cannot be bound (e.g. the port is busy).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ValueError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+        ) from exc
+    # Listening at once: a client that connects after the announcement waits
+    # in the backlog until the server accepts, instead of being refused.
+    sock.listen(2048)
+    return sock

@@ -7,19 +7,26 @@ import dataclasses
 import json
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
 from adapters.lm_eval import LmEvalOptions, LmEvalSamples
 from adapters.results_files import (
     RowError,
+    RowFormat,
     RowMapping,
     load_results_npz,
     read_row_items,
     read_trial_rows,
 )
-from monitor.cli.common import Subparsers, print_statuses
+from monitor.cli.common import (
+    RejectionPrinter,
+    check_input,
+    is_npz,
+    print_statuses,
+)
 from monitor.config import (
     load_run_configs,
 )
@@ -31,7 +38,6 @@ from monitor.ingesting import (
     ingest_batches,
     ingest_matrix,
 )
-from monitor.schema import Rejection
 from monitor.scoring import (
     ResultsMatrix,
     Scoreboard,
@@ -41,66 +47,17 @@ from monitor.scoring import (
 )
 from monitor.store import IngestReport, StoredEvent
 from monitor.view import scoreboard_table, status_view, terminal
-from scorio_core.count_metrics import MetricSpec
-
-
-def add_commands(commands: Subparsers) -> None:
-    score = commands.add_parser(
-        "score",
-        help="batch Bayes@N over a results file",
-        description=(
-            "Score a finished results file: an .npz of (models, questions, trials) "
-            "arrays, or CSV/JSONL trial rows with model, question, trial and "
-            "category (or correct)."
-        ),
-    )
-    score.add_argument("file", type=Path, help=".npz, .csv or .jsonl results")
-    score.add_argument("--json", action="store_true", help="print JSON, not a table")
-    score.add_argument("--confidence", type=float, default=0.95, help="interval level")
-    score.add_argument(
-        "--weights",
-        type=_weights,
-        default=None,
-        help="category weights, comma separated (default 0,1 for binary results)",
-    )
-    score.add_argument(
-        "--question-count",
-        type=int,
-        default=None,
-        help="the benchmark's M for row files (default: questions seen)",
-    )
-    score.add_argument(
-        "--metrics",
-        type=_metrics,
-        default=[],
-        help="more metrics beside Bayes@N and avg, comma separated, e.g. "
-        "pass@4,maj@5,max@2 (the run config's metrics syntax)",
-    )
-    score.set_defaults(handler=run_score)
-
-    ingest = commands.add_parser(
-        "ingest",
-        help="ingest a harness's results files into a state file",
-        description=(
-            "Ingest finished results: lm-eval --log_samples output (a samples "
-            "file, or the --output_path directory, optionally followed for new "
-            "files), JSONL or CSV trial rows (with a column and value mapping), "
-            "or an .npz of (models, questions, trials) arrays. Counts go into a "
-            "SQLite state file like watch; prints the final status."
-        ),
-    )
-    _add_ingest_arguments(ingest)
-    ingest.set_defaults(handler=run_ingest)
 
 
 def run_score(arguments: argparse.Namespace) -> int:
     path: Path = arguments.file
-    if not path.exists():
-        raise ValueError(f"no such file: {path}")
+    if not path.is_file():
+        check_input(path, "lines", "score")  # says why: missing or a directory
     boards: list[Scoreboard]
-    if path.suffix.lower() == ".npz":
+    if path.suffix.lower() == ".npz" or is_npz(path):
+        check_input(path, "npz", "score")
         boards = []
-        for matrix in load_results_npz(path):
+        for matrix in _load_npz(path):
             if arguments.weights is not None:
                 matrix = dataclasses.replace(matrix, weights=arguments.weights)
             boards.append(score_matrix(matrix, arguments.confidence, arguments.metrics))
@@ -118,6 +75,7 @@ def run_score(arguments: argparse.Namespace) -> int:
 
 
 def _score_rows(path: Path, arguments: argparse.Namespace) -> list[Scoreboard]:
+    check_input(path, "csv" if path.suffix.lower() == ".csv" else "jsonl", "score")
     trials = []
     for row in read_trial_rows(path):
         if isinstance(row, RowError):
@@ -150,96 +108,16 @@ def _board_json(board: Scoreboard) -> dict[str, object]:
     }
 
 
-def _metrics(text: str) -> list[str]:
-    names = [part.strip() for part in text.split(",") if part.strip()]
-    for name in names:
-        try:
-            MetricSpec.parse(name)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from exc
-    return names
-
-
-def _weights(text: str) -> list[float]:
-    try:
-        return [float(part) for part in text.split(",")]
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(
-            f"weights must be numbers separated by commas; got {text!r}"
-        ) from exc
-
-
 # -- ingest ------------------------------------------------------------------
-
-INGEST_FORMATS = ("lm-eval", "jsonl", "csv", "npz")
-TRIAL_FIELDS = ("run", "model", "question", "trial", "category", "correct")
-_PRINTED_REJECTIONS = 50
-
-
-def _add_ingest_arguments(ingest: argparse.ArgumentParser) -> None:
-    ingest.add_argument("path", type=Path, help="file, or an lm-eval output directory")
-    ingest.add_argument("--format", required=True, choices=INGEST_FORMATS)
-    ingest.add_argument(
-        "--run",
-        help="run of every trial (default: the lm-eval task, the rows' run "
-        "column or the file's stem, the .npz array's key)",
-    )
-    ingest.add_argument(
-        "--model",
-        help="model of every trial (default: the lm-eval model name, the rows' "
-        "model column, the .npz models array)",
-    )
-    ingest.add_argument(
-        "--columns",
-        type=_column_mapping,
-        metavar="THEIRS=OURS,...",
-        help="jsonl/csv: rename columns to run, model, question, trial, category "
-        "or correct, e.g. sample_id=question,epoch=trial,score=category",
-    )
-    ingest.add_argument(
-        "--values",
-        type=_value_mapping,
-        metavar="VALUE=CATEGORY,...",
-        help="map outcome values onto categories, e.g. C=1,I=0 (lm-eval: "
-        "logged fractions, e.g. 0=0,0.5=1,1=2)",
-    )
-    ingest.add_argument(
-        "--repeats",
-        action="store_true",
-        help="lm-eval: one trial per generation, re-scored with the task's "
-        "filter and exact_match settings (default: one trial per document)",
-    )
-    ingest.add_argument(
-        "--filter", help="lm-eval: whose lines to read (default: the task's first)"
-    )
-    ingest.add_argument(
-        "--metric", help="lm-eval: the logged metric (default: each line's first)"
-    )
-    ingest.add_argument(
-        "--follow",
-        action="store_true",
-        help="lm-eval: keep reading new samples files until interrupted",
-    )
-    ingest.add_argument(
-        "--config", type=Path, help="run config TOML (one run or [[runs]])"
-    )
-    ingest.add_argument(
-        "--state",
-        type=Path,
-        help="state file (default: <input>.monitor.db next to the input)",
-    )
-    ingest.add_argument(
-        "--json", action="store_true", help="print the final status JSON"
-    )
 
 
 def run_ingest(arguments: argparse.Namespace) -> int:
     path: Path = arguments.path
     _check_ingest_options(arguments)
-    if not path.exists() and not arguments.follow:
-        raise ValueError(f"no such file or directory: {path}")
+    if path.exists() or not arguments.follow:
+        check_input(path, arguments.format, "ingest")
     state = arguments.state or _ingest_state(path)
-    printer = _RejectionPrinter(path)
+    printer = RejectionPrinter(path)
     events: list[StoredEvent] = []
     touched: set[str] = set()
     valid = 0
@@ -251,11 +129,13 @@ def run_ingest(arguments: argparse.Namespace) -> int:
         events.extend(report.events)
         printer.show(report.rejected)
 
+    # A bad config fails before the state file is created.
+    configs = load_run_configs(arguments.config) if arguments.config else []
     with Monitor(state) as monitor:
-        for config in load_run_configs(arguments.config) if arguments.config else []:
+        for config in configs:
             monitor.configure(config)
         if arguments.format == "npz":
-            for matrix in _renamed(load_results_npz(path), arguments):
+            for matrix in _renamed(_load_npz(path), arguments):
                 on_report(ingest_matrix(monitor, matrix))
         elif arguments.format == "lm-eval":
             reader = _lm_eval_reader(path, arguments)
@@ -314,7 +194,15 @@ def _row_batches(path: Path, arguments: argparse.Namespace) -> Iterator[ItemBatc
         run=arguments.run,
         model=arguments.model,
     )
-    return batched(str(path), read_row_items(path, mapping))
+    kind: RowFormat = "csv" if arguments.format == "csv" else "jsonl"
+    return batched(str(path), read_row_items(path, mapping, kind))
+
+
+def _load_npz(path: Path) -> list[ResultsMatrix]:
+    try:
+        return load_results_npz(path)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"{path}: not a readable .npz archive ({exc})") from exc
 
 
 def _lm_eval_reader(path: Path, arguments: argparse.Namespace) -> LmEvalSamples:
@@ -360,66 +248,3 @@ def _renamed(
             for matrix in matrices
         ]
     return matrices
-
-
-class _RejectionPrinter:
-    """Rejections on stderr as ``file:line: rejected: reason``, the first few."""
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self._count = 0
-
-    def show(self, rejections: Sequence[Rejection]) -> None:
-        for rejection in rejections:
-            self._count += 1
-            if self._count > _PRINTED_REJECTIONS:
-                continue
-            where = rejection.source
-            reason = rejection.reason
-            if rejection.source == "columns":
-                # A cell of a results tensor: its fields say where it is.
-                where, reason = str(self._path), f"{reason}: {rejection.raw}"
-            elif rejection.position is not None:
-                where = f"{where}:{rejection.position}"
-            print(f"{where}: rejected: {reason}", file=sys.stderr)
-
-    def summarise(self) -> None:
-        if self._count > _PRINTED_REJECTIONS:
-            print(
-                f"scorio-monitor: {self._count - _PRINTED_REJECTIONS} more rejected "
-                "(kept as dead letters in the state file)",
-                file=sys.stderr,
-            )
-
-
-def _column_mapping(text: str) -> dict[str, str]:
-    pairs = _pairs(text)
-    for theirs, ours in pairs.items():
-        if ours not in TRIAL_FIELDS:
-            raise argparse.ArgumentTypeError(
-                f"{theirs}={ours}: a column maps to one of {', '.join(TRIAL_FIELDS)}"
-            )
-    return pairs
-
-
-def _value_mapping(text: str) -> dict[str, int]:
-    mapping = {}
-    for value, category in _pairs(text).items():
-        if not category.isdigit():
-            raise argparse.ArgumentTypeError(
-                f"{value}={category}: a value maps to a category, an integer >= 0"
-            )
-        mapping[value] = int(category)
-    return mapping
-
-
-def _pairs(text: str) -> dict[str, str]:
-    pairs = {}
-    for part in text.split(","):
-        key, equals, value = part.partition("=")
-        if not equals or not key.strip() or not value.strip():
-            raise argparse.ArgumentTypeError(
-                f"expected NAME=VALUE pairs separated by commas; got {text!r}"
-            )
-        pairs[key.strip()] = value.strip()
-    return pairs

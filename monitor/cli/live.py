@@ -1,13 +1,14 @@
-"""Commands over a stream and a state file: ``watch``, ``status``, ``next``."""
+"""``watch``: a stream into a state file, with a live view and optionally HTTP."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import signal
+import socket
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -17,106 +18,103 @@ from rich.live import Live
 
 from adapters.jsonl import Cursor, JsonLines, JsonLinesSource
 from adapters.prometheus import metrics_renderer
-from monitor.cli.common import DEFAULT_STATE, Subparsers, print_statuses
+from monitor.cli.common import (
+    DEFAULT_STATE,
+    RejectionPrinter,
+    check_input,
+    listening_socket,
+    print_statuses,
+)
 from monitor.config import (
     HttpSettings,
     load_run_configs,
 )
 from monitor.engine import Monitor
 from monitor.http import create_app
+from monitor.interfaces import IngestSink, Payload, TrialSource
 from monitor.schema import Status
 from monitor.service import Service
-from monitor.sqlite_store import SqliteStore
 from monitor.store import IngestReport, StoredEvent
 from monitor.view import status_view, terminal
 from monitor.watching import watch
 
 
-def add_commands(commands: Subparsers) -> None:
-    watch_command = commands.add_parser(
-        "watch",
-        help="ingest JSON-lines trial events and show where every model stands",
-        description=(
-            "Ingest trial events (one JSON object, or an array, per line) from a "
-            "file or '-' for stdin; show a live leaderboard. State is kept in a "
-            "SQLite file, so a restarted watch resumes where it stopped."
-        ),
-    )
-    watch_command.add_argument("path", help="JSONL file, or - for stdin")
-    watch_command.add_argument(
-        "--follow", action="store_true", help="keep reading as the file grows"
-    )
-    watch_command.add_argument(
-        "--config", type=Path, help="run config TOML (one run or [[runs]])"
-    )
-    watch_command.add_argument(
-        "--state",
-        type=Path,
-        help="state file (default: <input>.monitor.db next to the input, or "
-        f"{DEFAULT_STATE} for stdin)",
-    )
-    watch_command.add_argument(
-        "--json", action="store_true", help="print the final status JSON"
-    )
-    watch_command.add_argument(
-        "--http",
-        type=int,
-        metavar="PORT",
-        help="also serve the API and live dashboard on 127.0.0.1:PORT until stopped",
-    )
-    watch_command.set_defaults(handler=run_watch)
-
-    status = commands.add_parser(
-        "status", help="print the status of runs in a state file"
-    )
-    status.add_argument("--state", type=Path, default=DEFAULT_STATE, help="state file")
-    status.add_argument("--run", help="one run (default: all)")
-    status.add_argument("--json", action="store_true", help="print JSON")
-    status.set_defaults(handler=run_status)
-
-    plan = commands.add_parser("next", help="which trials to run next")
-    plan.add_argument("--state", type=Path, default=DEFAULT_STATE, help="state file")
-    plan.add_argument("--run", required=True, help="the run")
-    plan.add_argument("--budget", type=int, required=True, help="trials to allocate")
-    plan.add_argument("--json", action="store_true", help="print JSON")
-    plan.set_defaults(handler=run_next)
-
-
 def run_watch(arguments: argparse.Namespace) -> int:
     path = None if arguments.path == "-" else Path(arguments.path)
-    if path is not None and not path.exists():
-        raise ValueError(f"no such file: {path}")
+    if path is not None:
+        check_input(path, "lines", "watch")
     state = arguments.state or (
         DEFAULT_STATE if path is None else path.with_name(path.stem + ".monitor.db")
     )
+    # A bad config or a busy port fails before the state file is created.
+    configs = load_run_configs(arguments.config) if arguments.config else []
+    sock = (
+        None
+        if arguments.http is None
+        else listening_socket("127.0.0.1", arguments.http)
+    )
     with Monitor(state) as monitor:
-        for config in load_run_configs(arguments.config) if arguments.config else []:
+        for config in configs:
             monitor.configure(config)
+        console = terminal()
+        live = console.is_terminal and not arguments.json and arguments.http is None
+        refresh = _Throttle(0.25)
+        pending = False
+
+        def draw() -> None:
+            nonlocal pending
+            pending = False
+            display.update(_views(monitor, events), refresh=True)
+
+        def idle(interval_s: float) -> None:
+            # A following reader waits here on an idle file: draw what the last
+            # throttled batch did not, so the screen never lags the counts.
+            if live and pending:
+                draw()
+            time.sleep(interval_s)
+
         source = JsonLines(path, follow=arguments.follow)
         resume = Cursor.decode(monitor.cursor(source.name))
-        source = JsonLines(path, follow=arguments.follow, resume=resume)
-        console = terminal()
-        if arguments.http is not None:
-            asyncio.run(_watch_serving(monitor, source, arguments.http, console))
+        source = JsonLines(
+            path,
+            follow=arguments.follow,
+            resume=resume,
+            sleep=idle,
+            # Served: smaller batches, so the dashboard's trace starts near the
+            # first trial instead of after the first 2,000 lines.
+            batch_lines=_SERVED_BATCH_LINES if sock is not None else 2000,
+        )
+        events: list[StoredEvent] = []
+        printer = RejectionPrinter(path)
+        if sock is not None:
+            view = console.is_terminal and not arguments.json
+            with sock:
+                final = asyncio.run(
+                    _watch_serving(
+                        monitor, source, sock, console if view else None, printer
+                    )
+                )
+            printer.summarise()
             if arguments.json:
-                print_statuses(monitor.statuses())
+                print_statuses([status for status, _ in final])
+            elif not view:
+                for status, recent in final:
+                    console.print(status_view(status, recent))
             return 0
         _stop_on_signals(source)
-        events: list[StoredEvent] = []
-        live = console.is_terminal and not arguments.json
-        refresh = _Throttle(0.25)
 
         def report_progress(report: IngestReport) -> None:
-            for rejection in report.rejected:
-                where = rejection.source.removeprefix("file:")
-                print(
-                    f"{where}:{rejection.position}: rejected: {rejection.reason}",
-                    file=sys.stderr,
-                )
+            nonlocal pending
+            printer.show(report.rejected)
             events.extend(report.events)
-            if live and refresh.ready():
-                display.update(_views(monitor, events))
+            if not live:
+                return
+            pending = True
+            if refresh.ready():
+                draw()
 
+        # auto_refresh=False: the view is redrawn explicitly (refresh=True) when
+        # counts change, never from a second thread reading the engine.
         with (
             Live(console=console, auto_refresh=False, transient=False)
             if live
@@ -124,27 +122,53 @@ def run_watch(arguments: argparse.Namespace) -> int:
         ):
             totals = watch(monitor, source, on_report=report_progress)
             if live:
-                display.update(_views(monitor, events), refresh=True)
-        statuses = monitor.statuses()
-        if arguments.json:
-            print_statuses(statuses)
-        elif not live:
-            for status in statuses:
-                console.print(
-                    status_view(status, [e for e in events if e.run == status.run])
-                )
+                draw()
+        printer.summarise()
+        _print_final(monitor, arguments.json, live, console, events)
     if totals.items and totals.valid == 0:
         print("scorio-monitor: no valid trial events read", file=sys.stderr)
         return 1
     return 0
 
 
-async def _watch_serving(
-    monitor: Monitor, source: JsonLines, port: int, console: Console
+def _print_final(
+    monitor: Monitor,
+    as_json: bool,
+    shown_live: bool,
+    console: Console,
+    events: Sequence[StoredEvent],
 ) -> None:
-    """``watch --http``: the watch loop as a service, with the API and dashboard."""
+    """The final statuses, unless a live view already left them on screen."""
+    statuses = monitor.statuses()
+    if as_json:
+        print_statuses(statuses)
+    elif not shown_live:
+        for status in statuses:
+            recent = [e for e in events if e.run == status.run]
+            console.print(status_view(status, recent))
+
+
+async def _watch_serving(
+    monitor: Monitor,
+    source: JsonLines,
+    sock: socket.socket,
+    console: Console | None,
+    printer: RejectionPrinter,
+) -> list[tuple[Status, list[StoredEvent]]]:
+    """``watch --http``: the watch loop as a service, with the API and dashboard.
+
+    Reports as plain ``watch`` does: rejections on stderr as they happen, the
+    live view with its events when ``console`` is given (a terminal). Returns
+    each run's final status and events, read before the service closes.
+    """
+    port: int = sock.getsockname()[1]
     settings = HttpSettings(listen=f"127.0.0.1:{port}")
-    async with Service(monitor, [JsonLinesSource(source)]) as service:
+    reporting = _ReportingSource(
+        JsonLinesSource(source), lambda report: printer.show(report.rejected)
+    )
+    # A status (and a trace point) after every batch, not every 50 ms: a file
+    # replayed at full speed still draws its whole history.
+    async with Service(monitor, [reporting], status_interval_s=0.0) as service:
         app = create_app(service, settings, metrics_renderer(lambda: service.snapshot))
         server = uvicorn.Server(
             uvicorn.Config(app, host=settings.host, port=port, log_level="warning")
@@ -159,56 +183,48 @@ async def _watch_serving(
         print(
             f"scorio-monitor: dashboard at http://{settings.listen}/", file=sys.stderr
         )
-        live = console.is_terminal
 
         async def show() -> None:
             updates = service.subscribe()
             latest: dict[str, Status] = {}
+            events: list[StoredEvent] = []
             with (
                 Live(console=console, auto_refresh=False)
-                if live
+                if console is not None
                 else _NoLive() as display
             ):
                 while True:
                     item = await updates.get()
                     if item is None:  # fell behind: start afresh
                         updates = service.subscribe()
-                    elif isinstance(item, Status):
+                        continue
+                    if isinstance(item, Status):
                         latest[item.run] = item
-                        display.update(
-                            Group(*(status_view(s) for s in latest.values())),
-                            refresh=True,
-                        )
+                    else:
+                        events.append(item)
+                    display.update(
+                        Group(
+                            *(
+                                status_view(s, [e for e in events if e.run == s.run])
+                                for s in latest.values()
+                            )
+                        ),
+                        refresh=True,
+                    )
 
         viewer = asyncio.create_task(show())
         try:
-            await server.serve()
+            await server.serve(sockets=[sock])
         finally:
             viewer.cancel()
+        source.stop()
 
+        def final() -> list[tuple[Status, list[StoredEvent]]]:
+            return [
+                (monitor.status(run), monitor.events_after(run)) for run in monitor.runs
+            ]
 
-def run_status(arguments: argparse.Namespace) -> int:
-    with Monitor(SqliteStore(arguments.state, read_only=True)) as monitor:
-        runs = [arguments.run] if arguments.run else monitor.runs
-        statuses = [monitor.status(run) for run in runs]
-        if arguments.json:
-            print_statuses(statuses)
-        else:
-            console = terminal()
-            for status in statuses:
-                console.print(status_view(status, monitor.events_after(status.run)))
-    return 0
-
-
-def run_next(arguments: argparse.Namespace) -> int:
-    with Monitor(SqliteStore(arguments.state, read_only=True)) as monitor:
-        items = monitor.next(arguments.run, arguments.budget)
-    if arguments.json:
-        print(json.dumps([item.model_dump() for item in items], indent=2))
-    else:
-        for item in items:
-            print(f"{item.model}\t{item.question}\t{item.trials}")
-    return 0
+        return await service.call(final)
 
 
 def _views(monitor: Monitor, events: list[StoredEvent]) -> Group:
@@ -226,6 +242,41 @@ def _stop_on_signals(source: JsonLines) -> None:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+
+
+_SERVED_BATCH_LINES = 200
+
+
+class _ReportingSource:
+    """A trial source whose ingest reports are also handed to ``on_report``."""
+
+    def __init__(
+        self, source: TrialSource, on_report: Callable[[IngestReport], None]
+    ) -> None:
+        self._source = source
+        self._on_report = on_report
+
+    @property
+    def name(self) -> str:
+        return self._source.name
+
+    async def run(self, sink: IngestSink) -> None:
+        await self._source.run(_ReportingSink(sink, self._on_report))
+
+
+class _ReportingSink:
+    def __init__(
+        self, sink: IngestSink, on_report: Callable[[IngestReport], None]
+    ) -> None:
+        self._sink = sink
+        self._on_report = on_report
+
+    async def ingest_payloads(
+        self, payloads: Sequence[Payload], cursor: tuple[str, str] | None = None
+    ) -> IngestReport:
+        report = await self._sink.ingest_payloads(payloads, cursor)
+        self._on_report(report)
+        return report
 
 
 class _Throttle:

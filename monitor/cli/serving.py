@@ -7,8 +7,8 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 import sys
-from pathlib import Path
 from types import FrameType
 
 import uvicorn
@@ -17,7 +17,7 @@ from adapters.mqtt import MqttPublisher, MqttSource
 from adapters.prometheus import metrics_renderer
 from adapters.redis import RedisStore, RedisStreamSource
 from adapters.webhooks import Target, WebhookPublisher
-from monitor.cli.common import Subparsers
+from monitor.cli.common import listening_socket
 from monitor.config import (
     ServiceConfig,
     StoreSettings,
@@ -31,33 +31,20 @@ from monitor.sqlite_store import SqliteStore
 from monitor.store import MemoryStore
 
 
-def add_commands(commands: Subparsers) -> None:
-    serve = commands.add_parser(
-        "serve",
-        help="run the service: sources, shared state, status and metrics",
-        description=(
-            "Run the asyncio service from a TOML config: the embedded SQLite "
-            "store by default, or Redis shared by several workers; trials over "
-            "HTTP, MQTT or Redis Streams; status over HTTP and MQTT; Prometheus "
-            "metrics at /metrics. Every config key may come from the environment "
-            "as SCORIO_MONITOR_<SECTION>_<KEY> (for secrets)."
-        ),
-    )
-    serve.add_argument("--config", type=Path, help="service config TOML (optional)")
-    serve.set_defaults(handler=run_serve)
-
-
 def run_serve(arguments: argparse.Namespace) -> int:
     config = load_service_config(arguments.config, os.environ)
+    # Bound before anything starts: a busy port fails here, in one line.
+    sock = listening_socket(config.http.host, config.http.port)
     logging.basicConfig(
         level=os.environ.get("SCORIO_MONITOR_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    asyncio.run(_serve(config))
+    with sock:
+        asyncio.run(_serve(config, sock))
     return 0
 
 
-async def _serve(config: ServiceConfig) -> None:
+async def _serve(config: ServiceConfig, sock: socket.socket) -> None:
     monitor = Monitor(_store(config.store))
     for run in config.runs:
         monitor.configure(run)
@@ -105,7 +92,7 @@ async def _serve(config: ServiceConfig) -> None:
             file=sys.stderr,
             flush=True,
         )
-        await server.serve()
+        await server.serve(sockets=[sock])
 
 
 def _store(settings: StoreSettings) -> Store:

@@ -5,57 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 
-from monitor.cli.common import Subparsers
 from monitor.simulation import MODEL_SETS, simulate
 from monitor.view import simulation_view, terminal
 
 
-def add_commands(commands: Subparsers) -> None:
-    simulation = commands.add_parser(
-        "simulate",
-        help="the paper's biased-coin models driven through the monitor's own loop",
-        description=(
-            "Simulate a benchmark: biased-coin models with per-question difficulty "
-            "(Beta around each model's mean), driven through the engine: ask next, "
-            "draw outcomes, ingest, until no model needs trials. Prints the trials "
-            "used against the paper's fixed N=80 and the final grouping against the "
-            "true order."
-        ),
-    )
-    simulation.add_argument("--models", choices=sorted(MODEL_SETS), default="paper11")
-    simulation.add_argument(
-        "--rule", choices=["sequential", "paper"], default="sequential"
-    )
-    simulation.add_argument("--seed", type=int, default=0)
-    simulation.add_argument(
-        "--cap", type=int, default=80, help="max trials per question"
-    )
-    simulation.add_argument(
-        "--kappa", type=float, default=None, help="Beta concentration"
-    )
-    simulation.add_argument(
-        "--error-control",
-        choices=["ranking", "pair"],
-        default="ranking",
-        help="share the error over the ranking (default) or per pair",
-    )
-    simulation.add_argument(
-        "--equivalence-margin",
-        type=float,
-        default=None,
-        help="declare pairs closer than this (score units) equivalent",
-    )
-    simulation.add_argument(
-        "--arrival",
-        choices=["least_sampled", "question_major"],
-        default="least_sampled",
-        help="trials where next plans them, or every trial of a question first",
-    )
-    simulation.add_argument("--json", action="store_true", help="print JSON")
-    simulation.set_defaults(handler=run_simulate)
-
-
 def run_simulate(arguments: argparse.Namespace) -> int:
+    if arguments.models not in MODEL_SETS:
+        raise ValueError(
+            f"--models must be one of {', '.join(sorted(MODEL_SETS))}; "
+            f"got {arguments.models!r}"
+        )
     means, kappa = MODEL_SETS[arguments.models]
     result = simulate(
         means,

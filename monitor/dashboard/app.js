@@ -14,14 +14,17 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 const LOG_LIMIT = 200;
 const TRACE_LIMIT = 2000; // as many points as the server keeps
 const RUNS_POLL_MS = 15000;
+const QUESTIONS_POLL_MS = 2000; // the per-question table: at most this often
 const PALETTE = [
   "#4269d0", "#efb118", "#ff725c", "#6cc5b0", "#3ca951", "#ff8ab7",
   "#a463f2", "#97bbf5", "#9c6b4e", "#9498a0", "#1f3a93", "#d4a017",
 ];
 
 // What one run's view holds; a run switch starts from a fresh copy.
-const fresh = () =>
-  ({ config: null, status: null, trace: [], events: [], source: null, colors: new Map() });
+const fresh = () => ({
+  config: null, status: null, trace: [], events: [], source: null, colors: new Map(),
+  questions: [], rejected: [], questionsAt: 0, questionsLoading: false,
+});
 const state = {
   run: null,
   ...fresh(),
@@ -201,11 +204,136 @@ function render() {
     renderLeaderboard(status); // before the forest plot, which copies its rows
     renderForest(status);
     renderPairs(status);
+    renderPace(status);
+    renderExports(status);
+    loadQuestions();
     setText("updated", `updated ${clock(Date.now() / 1000)}`);
     document.body.dataset.trials = String(status.trials);
   }
   renderTrace();
   renderLog();
+  renderQuestions();
+  renderRejected();
+}
+
+// -- questions --------------------------------------------------------------
+
+// Fetched after a status, at most every QUESTIONS_POLL_MS: the table is a
+// view of the counts, not of every status.
+async function loadQuestions() {
+  const now = Date.now();
+  if (state.questionsLoading || now - state.questionsAt < QUESTIONS_POLL_MS) return;
+  Object.assign(state, { questionsLoading: true, questionsAt: now });
+  const generation = state.generation;
+  try {
+    const answers = [getJson(runPath(state.run, "questions")), getJson(runPath(state.run, "rejected"))];
+    const [questions, rejected] = await Promise.all(answers);
+    if (generation === state.generation) {
+      Object.assign(state, { questions, rejected });
+      queueRender();
+    }
+  } catch (error) {
+    console.warn("could not load the questions:", error);
+  } finally {
+    if (generation === state.generation) state.questionsLoading = false;
+  }
+  // Counts that changed while this answer was on its way are fetched next time.
+  if (generation === state.generation) setTimeout(queueRender, QUESTIONS_POLL_MS);
+}
+
+const SATURATION = { top: "saturated: every outcome top", bottom: "saturated: every outcome bottom" };
+
+function renderQuestions() {
+  const rows = state.questions.map((row) => {
+    const ranked = Object.entries(row.models).sort((a, b) => b[1] - a[1]);
+    const [best, worst] = [ranked[0], ranked[ranked.length - 1]];
+    const extremes = `${best[0]} ${fixed(best[1], 2)} / ${worst[0]} ${fixed(worst[1], 2)}`;
+    const kind = row.saturated ? "saturated" : row.spread > 0 ? "separates" : "tied";
+    const label = row.saturated ? SATURATION[row.saturated] : kind === "separates" ? "separates models" : "no difference yet";
+    return el(
+      "tr",
+      { "data-question": row.question, "data-state": kind },
+      el("td", { class: "model", "data-field": "question" }, row.question),
+      el("td", { class: "num", "data-field": "trials" }, row.trials.toLocaleString("en-US")),
+      el("td", { class: "num", "data-field": "mean" }, fixed(row.mean, 3)),
+      el("td", { class: "num strong", "data-field": "spread" }, fixed(row.spread, 3)),
+      el("td", { class: "model muted" }, extremes),
+      el("td", {}, el("span", { class: `badge ${kind}`, "data-field": "state" }, label)),
+    );
+  });
+  $("#questions tbody").replaceChildren(...rows);
+  const saturated = state.questions.filter((row) => row.saturated).length;
+  const separating = state.questions.filter((row) => !row.saturated && row.spread > 0).length;
+  setText("questions-caption", `${separating} separate models · ${saturated} saturated · most separating first`);
+}
+
+// The run's latest rejected inputs: where, why, and the start of the input.
+function renderRejected() {
+  const items = state.rejected.map((item) => {
+    const where = item.position === null ? item.source : `${item.source}:${item.position}`;
+    const text = el("span", { class: "message" }, el("span", { class: "where" }, where), ` ${item.reason}`);
+    const raw = el("span", { class: "muted", "data-field": "raw" }, item.raw);
+    return el("li", { "data-position": item.position ?? "" }, el("time", {}, clock(item.received_s)), el("span", {}, text, el("br"), raw));
+  });
+  $("#rejected").replaceChildren(...items);
+  const total = state.status?.rejected ?? items.length;
+  setText("rejected-caption", total ? `latest ${items.length} of ${total.toLocaleString("en-US")}` : "none");
+}
+
+// -- pace and export ------------------------------------------------------
+
+// Trials per minute over the last minute of trace points (at least two).
+function trialRate() {
+  const points = state.trace.filter((point) => point.order.length > 0);
+  if (points.length < 2) return null;
+  const last = points[points.length - 1];
+  const since = points.find((point) => point.ts >= last.ts - 60) ?? points[0];
+  const first = since === last ? points[points.length - 2] : since;
+  const minutes = (last.ts - first.ts) / 60;
+  return minutes > 0 ? (last.trials - first.trials) / minutes : null;
+}
+
+// Trials still to run: the budget left, else the forecasts of models that need trials.
+function trialsLeft(status) {
+  const models = Math.max(status.models.length, state.config?.models?.length ?? 0);
+  const budget = budgetShare(status.trials, models);
+  if (budget) return Math.max(budget.total - status.trials, 0);
+  const forecasts = status.models.filter((row) => row.needs_trials).map((row) => row.predicted_trials);
+  if (forecasts.length === 0) return 0;
+  return forecasts.every((value) => typeof value === "number") ? forecasts.reduce((a, b) => a + b, 0) : null;
+}
+
+function renderPace(status) {
+  const rate = trialRate();
+  setText("rate", rate === null ? "—" : `${Math.round(rate).toLocaleString("en-US")}/min`);
+  const left = trialsLeft(status);
+  let eta = "no estimate yet";
+  if (left === 0 || status.stable) eta = "nothing left to run";
+  else if (rate && left !== null) eta = `ETA ~${Math.ceil(left / rate).toLocaleString("en-US")} min for ${approx(left)} trials`;
+  else if (left === null) eta = "no budget: no end to estimate";
+  setText("eta", eta);
+}
+
+const CSV_COLUMNS = ["rank", "group", "adjacent_group", "model", "mu", "avg", "sigma", "lo", "hi", "trials", "needs_trials", "predicted_trials"];
+const csvCell = (value, name) => {
+  let text = value === null || value === undefined ? "" : String(value);
+  // A name a spreadsheet would run as a formula is kept as text.
+  if (name === "model" && /^[=+\-@]/.test(text)) text = `'${text}`;
+  return /[",\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+};
+
+// The status as files: JSON as the API serves it, CSV one row per model.
+function renderExports(status) {
+  const rows = status.models.map((row) => CSV_COLUMNS.map((name) => csvCell(row[name], name)).join(","));
+  const csv = [CSV_COLUMNS.join(","), ...rows].join("\n") + "\n";
+  const name = status.run.replace(/[^A-Za-z0-9._-]+/g, "_");
+  const csvLink = $("#export-csv");
+  csvLink.setAttribute("href", `data:text/csv;charset=utf-8,${encodeURIComponent(csv)}`);
+  csvLink.setAttribute("download", `${name}.csv`);
+  const jsonLink = $("#export-json");
+  const json = JSON.stringify(status, null, 2);
+  jsonLink.setAttribute("href", `data:application/json;charset=utf-8,${encodeURIComponent(json)}`);
+  jsonLink.setAttribute("download", `${name}.json`);
 }
 
 // -- summary and tables ---------------------------------------------------
@@ -326,6 +454,7 @@ function renderPairs(status) {
       { "data-pair": `${pair.a}|${pair.b}`, "data-state": kind },
       el("td", { class: "model" }, `${pair.a} › ${pair.b}`),
       el("td", { class: "num", "data-field": "z" }, fixed(pair.z)),
+      el("td", { class: "num muted", "data-field": "threshold" }, fixed(pair.threshold ?? null, 2)),
       el("td", { class: "num", "data-field": "rho" }, fixed(pair.rho)),
       el("td", { class: "num muted", "data-field": "forecast" }, forecastText(pair)),
       el("td", {}, el("span", { class: `badge ${kind}`, "data-field": "state" }, PAIR_STATES[kind])),

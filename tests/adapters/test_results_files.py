@@ -18,7 +18,7 @@ from adapters.results_files import (
     read_trial_rows,
 )
 from monitor import Monitor, Rejection
-from monitor.ingesting import CategoryMap, ingest_matrix
+from monitor.ingesting import CategoryMap, Located, ingest_matrix
 from monitor.scoring import ResultsMatrix
 from tests.helpers import trial_results
 
@@ -60,13 +60,16 @@ def test_a_value_outside_the_map_is_an_error_on_its_line(tmp_path: Path) -> None
     rows = list(read_trial_rows(path, INSPECT_LIKE))
     assert rows[1] == RowError(2, "category 'P' is not in the value map (C, I)")
     items = list(read_row_items(path, INSPECT_LIKE))
-    assert items[0] == {
-        "run": "eval",
-        "model": "a",
-        "question": "q1",
-        "trial": "1",
-        "category": 1,
-    }
+    assert items[0] == Located(
+        {
+            "run": "eval",
+            "model": "a",
+            "question": "q1",
+            "trial": "1",
+            "category": 1,
+        },
+        1,
+    )
     assert isinstance(items[1], Rejection)
     assert (items[1].source, items[1].position) == (str(path), 2)
 

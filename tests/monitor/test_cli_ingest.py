@@ -31,8 +31,8 @@ def ingest_json(
     capsys: pytest.CaptureFixture[str], *arguments: str
 ) -> list[dict[str, object]]:
     assert main(["ingest", *arguments, "--json"]) == 0
-    output = json.loads(capsys.readouterr().out)
-    return output if isinstance(output, list) else [output]
+    output: list[dict[str, object]] = json.loads(capsys.readouterr().out)
+    return output
 
 
 def by_run(statuses: list[dict[str, object]]) -> dict[str, dict[str, object]]:
@@ -100,7 +100,7 @@ def test_rows_with_columns_and_values_report_bad_lines(
     )
     assert code == 0
     captured = capsys.readouterr()
-    status = json.loads(captured.out)
+    (status,) = json.loads(captured.out)
     assert (status["run"], status["trials"], status["rejected"]) == ("bench", 3, 1)
     assert f"{path}:4: rejected: category 'P' is not in the value map" in captured.err
     assert (tmp_path / "inspect.monitor.db").exists()
@@ -205,3 +205,20 @@ def test_follow_ingests_samples_files_as_the_harness_writes_them(
         "scorio_arith_r4": 24,
         "scorio_mc": 4,
     }
+
+
+def test_an_npz_run_is_declared_with_its_m_and_says_no_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "paper11.npz"
+    path.write_bytes((ROOT / "examples" / "paper11.npz").read_bytes())
+    statuses = ingest_json(capsys, str(path), "--format", "npz")
+    with np.load(path) as archive:
+        shapes = {key: archive[key].shape for key in archive.files}
+    for status in statuses:
+        assert status["open"] is False
+        assert status["question_count"] == shapes[str(status["run"])][-2]
+        assert status["max_trials_per_question"] is None
+    assert main(["ingest", str(path), "--format", "npz"]) == 0
+    table = capsys.readouterr().out
+    assert "no budget" in table and "(open)" not in table

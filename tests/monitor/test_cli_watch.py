@@ -61,8 +61,9 @@ def test_watch_prints_the_status_json_and_matches_scorio(
     config.write_text('run = "bench"\nweights = [0.0, 1.0]\nquestion_count = 12\n')
     assert main(["watch", str(path), "--config", str(config), "--json"]) == 0
     captured = capsys.readouterr()
-    status = json.loads(captured.out)
-    assert status["trials"] == results.size and status["rejected"] == 1
+    (status,) = json.loads(captured.out)
+    # Both the broken line and the out-of-range category count against the run.
+    assert status["trials"] == results.size and status["rejected"] == 2
     for row in status["models"]:
         mu, sigma = oracle.bayes(results[int(row["model"][1:])])
         assert (row["mu"], row["sigma"]) == pytest.approx((mu, sigma), abs=1e-12)
@@ -102,8 +103,8 @@ def test_oversized_lines_and_batches_per_line(
     )
     assert main(["watch", str(path), "--json"]) == 0
     captured = capsys.readouterr()
-    assert json.loads(captured.out)["trials"] == 3
-    assert json.loads(captured.out)["duplicates"] == 1
+    (status,) = json.loads(captured.out)
+    assert (status["trials"], status["duplicates"]) == (3, 1)
     assert f"{path}:2: rejected: line of 2097" in captured.err
 
 
@@ -121,9 +122,9 @@ def test_status_and_next_read_a_state_file(
     write_lines(path, lines)
     state = tmp_path / "state.db"
     main(["watch", str(path), "--state", str(state), "--json"])
-    watched = json.loads(capsys.readouterr().out)
+    (watched,) = json.loads(capsys.readouterr().out)
     assert main(["status", "--state", str(state), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == watched
+    assert json.loads(capsys.readouterr().out) == [watched]
     assert (
         main(
             [

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import csv
+import io
+import json
 import re
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
@@ -31,6 +34,8 @@ from monitor.service import Service
 from monitor.store import StoredEvent
 from tests.helpers import eventually, serving
 from tests.services import require_binary
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # Flags known to work in containers: no sandbox (root), no GPU, and nothing
 # that reaches out to the network on its own.
@@ -320,3 +325,120 @@ async def test_the_run_picker_switches_runs_without_reload(
         url = await page.script("return location.search;")
         assert url == "?run=beta"
         assert await page.console_errors() == []
+
+
+def example_trials() -> list[dict[str, object]]:
+    """The quick start's stream as HTTP batches would carry it (run from the URL)."""
+    lines = (ROOT / "examples" / "aime25.jsonl").read_text().splitlines()
+    events = []
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # the example's one broken line
+        event.pop("run")
+        events.append(event)
+    return events
+
+
+async def test_at_1400_px_nothing_scrolls_sideways_and_the_new_panels_show_data(
+    tmp_path: Path,
+) -> None:
+    config = RunConfig(run="aime25", question_count=30, max_trials_per_question=80)
+    events = example_trials()
+    with chromium(tmp_path / "profile", width=1400, height=1000) as driver:
+        async with dashboard(driver, config) as board:
+            page = board.page
+            await board.post("aime25", events[:3000])
+            await page.open(board.base + "/?run=aime25")
+            first = (await board.status("aime25"))["trials"]
+            await page.wait_for(f"document.body.dataset.trials === '{first}'")
+            await asyncio.sleep(1.5)  # a second point in time for the pace
+            await board.post("aime25", events[3000:])
+            status = await board.status("aime25")
+            total = cast(int, status["trials"])
+            await page.wait_for(f"document.body.dataset.trials === '{total}'")
+            await asyncio.sleep(0.3)
+
+            overflow = cast(
+                dict[str, object],
+                await page.script(
+                    "const cards = Array.from("
+                    "document.querySelectorAll('.card, .stat'));"
+                    "return {page: document.documentElement.scrollWidth - innerWidth,"
+                    " cards: cards.filter((c) => c.scrollWidth > c.clientWidth)"
+                    "  .map((c) => c.className)};"
+                ),
+            )
+            # Negative: a vertical scrollbar narrows the page; never wider.
+            assert cast(int, overflow["page"]) <= 0 and overflow["cards"] == []
+
+            models = cast(list[dict[str, object]], status["models"])
+            shown_avg = await page.script(
+                "return Array.from(document.querySelectorAll("
+                "'#leaderboard tbody [data-field=avg]'), (td) => td.textContent);"
+            )
+            assert shown_avg == [f"{cast(float, m['avg']):.4f}" for m in models]
+            pairs = cast(list[dict[str, object]], status["pairs"])
+            shown_needed = await page.script(
+                "return Array.from(document.querySelectorAll("
+                "'#pairs tbody [data-field=threshold]'), (td) => td.textContent);"
+            )
+            assert shown_needed == [
+                f"{cast(float, pair['threshold']):.2f}" for pair in pairs
+            ]
+
+            rate = cast(
+                str,
+                await page.script(
+                    "return document.querySelector('[data-field=rate]').textContent;"
+                ),
+            )
+            assert re.fullmatch(r"[\d,]+/min", rate), rate
+            eta = cast(
+                str,
+                await page.script(
+                    "return document.querySelector('[data-field=eta]').textContent;"
+                ),
+            )
+            assert eta.startswith("ETA ~") and "min for ~" in eta, eta
+
+            exported = cast(
+                dict[str, str],
+                await page.script(
+                    "const read = (id) => decodeURIComponent("
+                    "document.getElementById(id).getAttribute('href')"
+                    ".split(',').slice(1).join(','));"
+                    "return {csv: read('export-csv'), json: read('export-json')};"
+                ),
+            )
+            document = json.loads(exported["json"])
+            assert document["run"] == "aime25" and document["trials"] == total
+            rows = list(csv.DictReader(io.StringIO(exported["csv"])))
+            assert [row["model"] for row in rows] == [m["model"] for m in models]
+            assert [float(row["mu"]) for row in rows] == [m["mu"] for m in models]
+            assert [float(row["avg"]) for row in rows] == [m["avg"] for m in models]
+
+            async def questions_shown() -> bool:
+                served = (await board.client.get("/runs/aime25/questions")).json()
+                shown = await page.script(
+                    "return Array.from(document.querySelectorAll("
+                    "'#questions tbody tr'), (tr) => [tr.dataset.question,"
+                    " tr.querySelector('[data-field=spread]').textContent]);"
+                )
+                expected = [[q["question"], f"{q['spread']:.3f}"] for q in served]
+                return len(served) == 30 and shown == expected
+
+            # The table refreshes at most every 2 s, after a status.
+            await eventually(questions_shown, timeout_s=15)
+
+            broken = await board.client.post("/runs/aime25/trials", content=b"{oops")
+            assert broken.status_code == 422
+            await page.wait_for(
+                "document.querySelectorAll('#rejected li').length === 1", timeout_s=15
+            )
+            listed = await page.script(
+                "return document.querySelector('#rejected li').textContent;"
+            )
+            assert "invalid JSON" in cast(str, listed) and "{oops" in cast(str, listed)
+            assert await page.console_errors() == []

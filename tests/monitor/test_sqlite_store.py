@@ -222,3 +222,20 @@ def test_a_newer_state_file_is_refused(tmp_path: Path) -> None:
         SqliteStore(path)
     with pytest.raises(StoreError, match="schema version 99"):
         SqliteStore(path)  # the first refusal released its lock
+
+
+def test_the_lock_file_is_held_while_open_and_removed_on_close(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.db"
+    lock = tmp_path / "state.db.lock"
+    store = SqliteStore(path)
+    try:
+        assert lock.exists()
+        with pytest.raises(StoreError, match="being written by another process"):
+            SqliteStore(path)
+    finally:
+        store.close()
+    assert not lock.exists()
+    SqliteStore(path).close()  # a later writer takes a fresh lock
+    assert not lock.exists()

@@ -1,0 +1,151 @@
+"""``serve`` and ``watch --http`` bind their port before they announce it."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import cast
+
+import httpx
+
+from tests.services import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+MONITOR = [sys.executable, "-m", "monitor"]
+
+
+def service_config(tmp_path: Path, port: int) -> Path:
+    config = tmp_path / "service.toml"
+    config.write_text(
+        f'[store]\nkind = "sqlite"\npath = "{tmp_path / "state.db"}"\n'
+        f'[http]\nlisten = "127.0.0.1:{port}"\n'
+    )
+    return config
+
+
+def test_serve_on_a_busy_port_fails_in_one_line_without_announcing(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for command in (
+            ["serve", "--config", str(service_config(tmp_path, port))],
+            ["watch", "-", "--http", str(port), "--state", str(tmp_path / "w.db")],
+        ):
+            result = subprocess.run(
+                [sys.executable, "-m", "monitor", *command],
+                capture_output=True,
+                text=True,
+                stdin=subprocess.DEVNULL,
+                timeout=60,
+            )
+            assert result.returncode == 2
+            assert result.stderr.strip() == (
+                f"scorio-monitor: error: cannot listen on 127.0.0.1:{port}: "
+                "Address already in use"
+            )
+    assert not (tmp_path / "state.db").exists()
+    assert not (tmp_path / "w.db").exists()
+
+
+def test_serve_answers_as_soon_as_it_announces(tmp_path: Path) -> None:
+    port = free_port()
+    config = str(service_config(tmp_path, port))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "monitor", "serve", "--config", config],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        assert line.startswith(f"scorio-monitor: serving http://127.0.0.1:{port}")
+        # No retry: the announcement means the port already takes connections.
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=30).json() == {
+            "status": "ok"
+        }
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        if process.stderr is not None:
+            process.stderr.close()
+
+
+def test_watch_http_reports_like_watch_when_stdout_is_not_a_terminal(
+    tmp_path: Path,
+) -> None:
+    stream = tmp_path / "aime25.jsonl"
+    stream.write_bytes((ROOT / "examples" / "aime25.jsonl").read_bytes())
+    port = free_port()
+    config = str(ROOT / "examples" / "aime25.toml")
+    process = subprocess.Popen(
+        [*MONITOR, "watch", str(stream), "--http", str(port), "--config", config],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                status = httpx.get(
+                    f"http://127.0.0.1:{port}/runs/aime25/status", timeout=1
+                ).json()
+            except httpx.HTTPError:
+                status = {}
+            if status.get("trials") == 6600:
+                break
+            time.sleep(0.2)
+        assert status["trials"] == 6600
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0
+    assert f"{stream}:701: rejected: invalid JSON" in stderr
+    assert "6,600 trials" in stdout and "1 rejected" in stdout
+    assert "events:" in stdout and "pair_unresolvable" in stdout
+
+
+def test_watch_http_traces_a_replayed_file_from_its_first_trials(
+    tmp_path: Path,
+) -> None:
+    stream = tmp_path / "aime25.jsonl"
+    stream.write_bytes((ROOT / "examples" / "aime25.jsonl").read_bytes())
+    port = free_port()
+    config = str(ROOT / "examples" / "aime25.toml")
+    process = subprocess.Popen(
+        [*MONITOR, "watch", str(stream), "--http", str(port), "--config", config],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}/runs/aime25"
+    try:
+        deadline = time.monotonic() + 60
+        trace: list[dict[str, object]] = []
+        while time.monotonic() < deadline:
+            try:
+                trace = httpx.get(f"{base}/trace", timeout=1).json()
+            except httpx.HTTPError:
+                trace = []
+            if trace and trace[-1]["trials"] == 6600:
+                break
+            time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    counts = [point["trials"] for point in trace]
+    assert counts[-1] == 6600
+    assert cast(int, counts[0]) <= 250 and len(counts) >= 20
