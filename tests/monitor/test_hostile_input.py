@@ -1,0 +1,139 @@
+"""Hostile input through parsing, ``watch`` and the HTTP routes (issue 15).
+
+Poison payloads sit between good trial events: each poison is rejected alone
+with a reason, nothing answers 5xx or crashes, and the counts equal those of
+the good events alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import scorio.eval as oracle
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from monitor import Monitor, RunConfig
+from monitor.cli import main
+from monitor.config import HttpSettings
+from monitor.http import create_app
+from monitor.parsing import Trial, parse_payload
+from monitor.schema import Rejection, Status, TrialEvent
+from monitor.service import Service
+from tests.helpers import serving
+from tests.hostile import DEEP, REPRODUCERS, RUN, good_stream, interleave, poison
+
+COMMAND = [sys.executable, "-m", "monitor.cli"]
+
+
+def assert_counts_match(status: Status, results: np.ndarray) -> None:
+    assert status.trials == results.size
+    for row in status.models:
+        mu, sigma = oracle.bayes(results[int(row.model[1:])])
+        assert (row.mu, row.sigma) == pytest.approx((mu, sigma), abs=1e-12)
+
+
+def test_deeply_nested_json_is_rejected_with_a_reason() -> None:
+    for payload in (b"[" * DEEP, b'{"a":' * DEEP + b"1" + b"}" * DEEP):
+        (rejection,) = parse_payload(payload, "test", 7)
+        assert isinstance(rejection, Rejection)
+        assert rejection.kind == "invalid_json" and rejection.position == 7
+        assert "nested too deeply" in rejection.reason
+    event = {"run": "r", "model": "m", "question": 1, "trial": 1, "signals": {}}
+    nested: object = 1
+    for _ in range(900):
+        nested = [nested]
+    event["signals"] = {"a": nested}
+    (rejection,) = parse_payload(json.dumps(event))
+    assert isinstance(rejection, Rejection) and "nests deeper than" in rejection.reason
+
+
+@given(st.lists(poison, max_size=8), st.integers(0, 2**16))
+def test_parse_payload_never_raises_and_poison_never_counts(
+    bad: list[bytes], seed: int
+) -> None:
+    good, results = good_stream(seed % 5)
+    monitor = Monitor()
+    monitor.configure(RunConfig(run=RUN, question_count=4))
+    for payload in interleave(good, bad, seed):
+        items = parse_payload(payload, "fuzz", run=RUN)
+        assert items and all(
+            isinstance(item, Trial | TrialEvent | Rejection) for item in items
+        )
+        report = monitor.ingest_parsed(items, source="fuzz")
+        if payload in good:
+            assert not report.rejected
+        else:
+            assert len(report.rejected) == len(items)
+            assert all(rejection.reason for rejection in report.rejected)
+    assert_counts_match(monitor.status(RUN), results)
+
+
+@settings(max_examples=4, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(poison, min_size=1, max_size=6), st.integers(0, 2**16))
+def test_watch_of_a_file_rejects_each_poison_line_alone(
+    tmp_path_factory: pytest.TempPathFactory, bad: list[bytes], seed: int
+) -> None:
+    folder = tmp_path_factory.mktemp("watch")
+    good, results = good_stream(seed % 7)
+    lines = [line.replace(b"\n", b" ") for line in interleave(good, bad, seed)]
+    path = folder / "run.jsonl"
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    main(["watch", str(path), "--json", "--state", str(folder / "state.db")])
+    with Monitor(folder / "state.db") as monitor:
+        assert_counts_match(monitor.status(RUN), results)
+
+
+def test_watch_of_stdin_counts_good_lines_around_a_poison_line(tmp_path: Path) -> None:
+    good, results = good_stream(3)
+    lines = interleave(good, [b"[" * DEEP, REPRODUCERS[2]], seed=1)
+    done = subprocess.run(
+        [*COMMAND, "watch", "-", "--json", "--state", str(tmp_path / "s.db")],
+        input=b"".join(line + b"\n" for line in lines),
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert b"Traceback" not in done.stderr
+    assert b"nested too deeply" in done.stderr
+    status = Status.model_validate_json(done.stdout)
+    assert_counts_match(status, results)
+    assert done.stderr.count(b": rejected: ") == 2
+
+
+@settings(max_examples=5)
+@given(st.lists(poison, min_size=1, max_size=12), st.integers(0, 2**16))
+def test_http_trials_route_fuzzed_with_poison_between_good_events(
+    bad: list[bytes], seed: int
+) -> None:
+    good, results = good_stream(seed % 5)
+    bodies = interleave(good, [*REPRODUCERS, *bad], seed)
+    status = asyncio.run(post_all(bodies, good))
+    assert_counts_match(status, results)
+
+
+async def post_all(bodies: list[bytes], good: list[bytes]) -> Status:
+    monitor = Monitor()
+    monitor.configure(RunConfig(run=RUN, question_count=4))
+    async with Service(monitor) as service:
+        app = create_app(service, HttpSettings())
+        async with serving(app) as base, httpx.AsyncClient(base_url=base) as client:
+            for body in bodies:
+                response = await client.post(
+                    f"/runs/{RUN}/trials",
+                    content=body,
+                    headers={"Content-Type": "application/json"},
+                )
+                assert response.status_code < 500, (body[:80], response.text)
+                if body not in good:
+                    assert response.status_code == 422, (body[:80], response.text)
+                    assert response.json()["detail"]
+        return await service.status(RUN)
