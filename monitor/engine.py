@@ -52,6 +52,7 @@ from monitor.store import (
     DeadLetter,
     IngestReport,
     MemoryStore,
+    ModelCounts,
     PendingEvent,
     StoredEvent,
     TrialBatch,
@@ -154,14 +155,20 @@ class Monitor:
         if not isinstance(config, RunConfig):
             config = _validated_config(config)
         existing = self._runs.get(config.run)
-        if existing is not None and any(
-            table.trial_count or table.prior_trial_count
-            for table in existing.tables.values()
-        ):
+        counts = self._store.counts(config.run)
+        if existing is not None and any(map(_has_trials, counts.values())):
             _check_scoring_unchanged(existing.config, config)
-        self._store.save_config(config, declared=True)
+            _check_questions_unchanged(existing, config, counts)
+        # Built before anything is saved: a config the counted state cannot
+        # live with is refused whole, and the stored one stays.
         state = RunState(config, declared=True)
-        state.restore(self._store.counts(config.run))
+        try:
+            state.restore(counts)
+        except ValueError as error:
+            raise ConfigError(
+                f"run {config.run!r} cannot take this config: {error}"
+            ) from error
+        self._store.save_config(config, declared=True)
         self._runs[config.run] = state
         self._mark_dirty(config.run)
         return config
@@ -773,6 +780,55 @@ def _check_scoring_unchanged(old: RunConfig, new: RunConfig) -> None:
                 f"run {new.run!r} already counted trials with {name} {before}; "
                 f"cannot change them to {after}"
             )
+
+
+def _check_questions_unchanged(
+    old: RunState, new: RunConfig, counts: Mapping[str, ModelCounts]
+) -> None:
+    """Counted trials were averaged over the old ``M``: keep it and them.
+
+    ``M`` divides every model's mu, so changing the declared question set
+    (its size, or whether there is one) would move scores with no new trial.
+    """
+    seen = {question for model in counts.values() for question in model.questions}
+    if new.declared_question_count != old.config.declared_question_count or (
+        (new.questions is None) != (old.config.questions is None)
+    ):
+        before = _question_declaration(old.config)
+        raise ConfigError(
+            f"run {new.run!r} already counted trials with {before}; cannot change "
+            f"to {_question_declaration(new)}"
+        )
+    if new.questions is not None:
+        missing = sorted(seen - set(new.questions))
+        if missing:
+            raise ConfigError(
+                f"run {new.run!r} already counted trials on questions the new "
+                f"questions list leaves out: {', '.join(map(repr, missing[:5]))}"
+            )
+    if new.models is not None:
+        dropped = sorted(
+            model
+            for model, model_counts in counts.items()
+            if model not in new.models and _has_trials(model_counts)
+        )
+        if dropped:
+            raise ConfigError(
+                f"run {new.run!r} already counted trials of models the new models "
+                f"list leaves out: {', '.join(map(repr, dropped[:5]))}"
+            )
+
+
+def _has_trials(counts: ModelCounts) -> bool:
+    return any(map(any, counts.observed)) or any(map(any, counts.prior))
+
+
+def _question_declaration(config: RunConfig) -> str:
+    if config.questions is not None:
+        return f"a questions list of {len(config.questions)}"
+    if config.question_count is not None:
+        return f"question_count={config.question_count}"
+    return "an open question set"
 
 
 def _dead_letter(rejection: Rejection, run: str | None, now: float) -> DeadLetter:

@@ -27,6 +27,9 @@ from pydantic import (
 from monitor.rubrics import RUBRICS
 
 MAX_ID_LENGTH = 256
+# A benchmark larger than this is a typo or an attack: each question costs
+# memory in every model's count table.
+MAX_QUESTION_COUNT = 1_000_000
 MAX_SIGNALS = 32
 
 
@@ -125,8 +128,12 @@ class RunConfig(BaseModel):
     labels: list[str] | None = None
     rubric: str | None = None
     thresholds: dict[str, float] = Field(default_factory=dict)
-    questions: list[LooseIdentifier] | None = None
-    question_count: Annotated[StrictInt, Field(ge=1)] | None = None
+    questions: (
+        Annotated[list[LooseIdentifier], Field(max_length=MAX_QUESTION_COUNT)] | None
+    ) = None
+    question_count: Annotated[StrictInt, Field(ge=1, le=MAX_QUESTION_COUNT)] | None = (
+        None
+    )
     models: list[Identifier] | None = None
     confidence: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.95
     rule: RuleName = "sequential"
