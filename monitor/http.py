@@ -16,6 +16,7 @@ run's status refreshes.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -38,6 +39,9 @@ from monitor.service import Service
 from monitor.store import IngestReport, StoredEvent
 
 MetricsRenderer = Callable[[], tuple[bytes, str]]
+# Event numbers are SQLite integers (and Redis counters): at most 2**63 - 1.
+MAX_EVENT_NUMBER = (1 << 63) - 1
+_EVENT_NUMBER = re.compile(r"[0-9]{1,19}")
 DASHBOARD = resources.files("monitor") / "dashboard"
 
 
@@ -159,7 +163,9 @@ def create_app(
     async def events(
         run: str,
         request: Request,
-        since: Annotated[int | None, Query(ge=0)] = None,
+        since: Annotated[
+            str | None, Query(description="resume after this event number")
+        ] = None,
     ) -> EventSourceResponse:
         service = _service(request)
         await service.config(run)  # 404 before the stream starts
@@ -202,17 +208,27 @@ def _sse(event: StoredEvent) -> ServerSentEvent:
     )
 
 
-def _resume_point(request: Request, since: int | None) -> int:
+def _resume_point(request: Request, since: str | None) -> int:
     if since is not None:
-        return since
+        return _event_number(since, "since")
     header = request.headers.get("last-event-id", "")
-    if header.isdigit():
-        return int(header)
-    if header:
+    return _event_number(header, "Last-Event-ID") if header else 0
+
+
+def _event_number(text: str, name: str) -> int:
+    """An event sequence number from a client: ASCII digits, within SQLite's int.
+
+    ``str.isdigit`` would accept superscripts and other scripts' digits, and
+    ``int`` of a 5,000-digit string raises; both were 500s.
+    """
+    if not _EVENT_NUMBER.fullmatch(text) or int(text) > MAX_EVENT_NUMBER:
+        shown = text if len(text) <= 40 else text[:40] + "..."
         raise HTTPException(
-            422, f"Last-Event-ID must be an event number; got {header!r}"
+            400,
+            f"{name} must be an event number from 0 to {MAX_EVENT_NUMBER}; "
+            f"got {shown!r}",
         )
-    return 0
+    return int(text)
 
 
 def _answer(report: IngestReport) -> IngestAnswer:

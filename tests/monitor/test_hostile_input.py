@@ -137,3 +137,47 @@ async def post_all(bodies: list[bytes], good: list[bytes]) -> Status:
                     assert response.status_code == 422, (body[:80], response.text)
                     assert response.json()["detail"]
         return await service.status(RUN)
+
+
+BAD_EVENT_IDS = [b"\xb2", "²".encode(), b"1" * 4400, str(2**63).encode(), b"-1", b"1.5"]
+
+
+@settings(max_examples=5)
+@given(
+    st.lists(
+        st.binary(max_size=30).filter(lambda value: b"\r" not in value)
+        | st.integers(-(2**70), 2**70).map(lambda n: str(n).encode()),
+        max_size=8,
+    )
+)
+def test_events_route_answers_400_to_bad_ids_and_never_5xx(ids: list[bytes]) -> None:
+    asyncio.run(ask_events([*BAD_EVENT_IDS, *ids]))
+
+
+async def ask_events(ids: list[bytes]) -> None:
+    monitor = Monitor()
+    monitor.configure(RunConfig(run=RUN, question_count=4))
+    async with Service(monitor) as service:
+        app = create_app(service, HttpSettings())
+        async with serving(app) as base, httpx.AsyncClient(base_url=base) as client:
+            for value in ids:
+                text = value.decode("latin-1").strip(" \t\n\x0b\x0c")
+                valid = (text.isascii() and text.isdigit() and len(text) < 20) and int(
+                    text
+                ) < 2**63
+                for request in (
+                    client.build_request(
+                        "GET", f"/runs/{RUN}/events", headers={b"Last-Event-ID": value}
+                    ),
+                    client.build_request(
+                        "GET", f"/runs/{RUN}/events", params={"since": text}
+                    ),
+                ):
+                    response = await client.send(request, stream=True)
+                    await response.aclose()
+                    if not text and "since" not in str(request.url):
+                        assert response.status_code == 200
+                    elif valid:
+                        assert response.status_code == 200, value
+                    else:
+                        assert response.status_code == 400, (value, response)
