@@ -266,7 +266,12 @@ class Monitor:
         """Count one raw JSON payload: an event object or an array (a batch)."""
         parsed = parse_payload(payload, source, position)
         return self.ingest_parsed(
-            parsed, source=source, positions=[position] * len(parsed), cursor=cursor
+            parsed,
+            source=source,
+            positions=range(len(parsed))
+            if position is None
+            else [position] * len(parsed),
+            cursor=cursor,
         )
 
     def ingest_parsed(

@@ -75,6 +75,8 @@ def parse_payload(
 
     ``run`` is the run the channel implies (e.g. an MQTT topic): events
     without a ``run`` take it; events naming another run are refused.
+    ``position`` locates the payload (a line number); without one, each
+    element of a batch is located by its index in the array.
     """
     size = len(payload.encode() if isinstance(payload, str) else payload)
     if size > max_bytes:
@@ -93,7 +95,11 @@ def parse_payload(
         if not value:
             reason = "empty batch: expected at least one trial event"
             return [_reject(reason, "invalid_event", payload, source, position)]
-        return [parse_object(item, source, position, run) for item in value]
+        # Without a position of its own (an HTTP body), an element's is its index.
+        return [
+            parse_object(item, source, index if position is None else position, run)
+            for index, item in enumerate(value)
+        ]
     return [parse_object(value, source, position, run)]
 
 

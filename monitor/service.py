@@ -255,7 +255,10 @@ class Service:
                 )
             parsed.extend(items)
             sources.extend([payload.source] * len(items))
-            positions.extend([payload.position] * len(items))
+            if payload.position is None:
+                positions.extend(range(len(items)))  # the index in a batch
+            else:
+                positions.extend([payload.position] * len(items))
         return self._monitor.ingest_parsed(
             parsed, source=sources, positions=positions, cursor=cursor
         )

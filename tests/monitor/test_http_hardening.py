@@ -1,0 +1,46 @@
+"""HTTP hardening against hostile or careless clients (issue 15).
+
+Positions of rejected batch elements, the rejection metric from the start,
+redacted webhook URLs, content types and origins on write routes, and the
+bounds on what one request may ask.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from monitor import Monitor, RunConfig
+from monitor.config import HttpSettings
+from monitor.http import create_app
+from monitor.service import Service
+from tests.helpers import serving
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[tuple[httpx.AsyncClient, Monitor]]:
+    monitor = Monitor()
+    monitor.configure(RunConfig(run="r", question_count=4, max_trials_per_question=50))
+    async with Service(monitor, status_interval_s=0.01) as service:
+        app = create_app(service, HttpSettings())
+        async with serving(app) as base, httpx.AsyncClient(base_url=base) as http:
+            yield http, monitor
+
+
+def trial(question: int, trial_id: int, category: int) -> dict[str, object]:
+    return {"model": "a", "question": question, "trial": trial_id, "category": category}
+
+
+async def test_rejected_batch_elements_carry_their_index_as_position(
+    client: tuple[httpx.AsyncClient, Monitor],
+) -> None:
+    http, monitor = client
+    batch = [trial(0, 0, 1), {"model": "a"}, trial(1, 0, 0), trial(2, 0, 5)]
+    response = await http.post("/runs/r/trials", json=batch)
+    assert response.status_code == 200
+    body = response.json()
+    assert body["accepted"] == 2
+    assert [item["position"] for item in body["rejected"]] == [1, 3]
+    assert sorted(letter.position for letter in monitor.store.dead_letters()) == [1, 3]
