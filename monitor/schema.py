@@ -9,7 +9,7 @@ trial.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal, Self
+from typing import Annotated, Literal, Self, get_args
 
 from pydantic import (
     BaseModel,
@@ -294,6 +294,8 @@ RejectionKind = Literal[
     "category",
     "signals",
 ]
+# Every kind, e.g. to show each rejection counter at 0 before the first one.
+REJECTION_KINDS: tuple[RejectionKind, ...] = get_args(RejectionKind)
 
 
 class Rejection(BaseModel):
