@@ -119,11 +119,11 @@ def create_app(
 
     @app.post("/runs", status_code=201, dependencies=writer)
     async def configure(config: RunConfig, request: Request) -> RunConfig:
-        return await _service(request).configure(config)
+        return (await _service(request).configure(config)).redacted()
 
     @app.get("/runs/{run}/config")
     async def run_config(run: str, request: Request) -> RunConfig:
-        return await _service(request).config(run)
+        return (await _service(request).config(run)).redacted()
 
     @app.post("/runs/{run}/trials", dependencies=writer, response_model=IngestAnswer)
     async def trials(run: str, request: Request) -> JSONResponse:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from typing import Annotated, Literal, Self, get_args
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -208,12 +209,35 @@ class RunConfig(BaseModel):
             raise ValueError("min_trials_per_question exceeds max_trials_per_question")
         return self
 
+    def redacted(self) -> RunConfig:
+        """This config with its webhook URLs cut to scheme and host.
+
+        A webhook URL is a secret (a Slack URL lets anyone post): read
+        routes and logs show this form.
+        """
+        if not self.webhooks:
+            return self
+        return self.model_copy(
+            update={"webhooks": [redacted_url(url) for url in self.webhooks]}
+        )
+
     @property
     def declared_question_count(self) -> int | None:
         """``M`` when declared (by list or count), ``None`` for an open run."""
         if self.questions is not None:
             return len(self.questions)
         return self.question_count
+
+
+def redacted_url(url: str) -> str:
+    """A URL without its credentials, path or query: ``https://host/...``."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        return "(a URL, redacted)"
+    return f"{parts.scheme}://{host}{port}/..."
 
 
 class ModelStatus(BaseModel):

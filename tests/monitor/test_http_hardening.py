@@ -45,3 +45,18 @@ async def test_rejected_batch_elements_carry_their_index_as_position(
     assert [item["position"] for item in body["rejected"]] == [1, 3]
     positions = [letter.position for letter in monitor.store.dead_letters()]
     assert sorted(position or 0 for position in positions) == [1, 3]
+
+
+async def test_webhook_urls_are_redacted_in_read_routes(
+    client: tuple[httpx.AsyncClient, Monitor],
+) -> None:
+    http, _ = client
+    secret = "https://hooks.slack.com/services/T000/B000/s3cr3t"
+    response = await http.post(
+        "/runs", json={"run": "hooked", "webhooks": [secret, "http://u:p@h:81/x"]}
+    )
+    assert response.status_code == 201 and "s3cr3t" not in response.text
+    config = (await http.get("/runs/hooked/config")).json()
+    assert config["webhooks"] == ["https://hooks.slack.com/...", "http://h:81/..."]
+    for path in ("/runs", "/runs/hooked/status", "/runs/hooked/trace"):
+        assert "s3cr3t" not in (await http.get(path)).text
