@@ -156,6 +156,9 @@ class HttpSettings(BaseModel):
     listen: str = "127.0.0.1:8000"
     token: str | None = None
     max_body_bytes: Annotated[int, Field(ge=1024)] = 1 << 20
+    # Browser origins (``https://host:port``) allowed to call write routes
+    # besides the monitor's own; any other cross-origin write is a 403.
+    allowed_origins: list[str] = Field(default_factory=list)
 
     @property
     def host(self) -> str:

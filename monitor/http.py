@@ -3,7 +3,8 @@
 Routes reach the service through the app's lifespan state, never module
 globals; the Prometheus renderer is injected by the composition root (monitor
 never imports adapters). Write routes need ``Authorization: Bearer <token>``
-when a token is configured (401 without one, 403 with a wrong one). Bodies
+when a token is configured (401 without one, 403 with a wrong one), take
+only ``application/json`` (415) and refuse other origins' browsers (403). Bodies
 are capped at ``max_body_bytes`` (413). Invalid input is a 422 whose
 ``detail`` says what is wrong; inputs are parsed as JSON, never evaluated.
 
@@ -95,7 +96,7 @@ def create_app(
     app.add_exception_handler(StoreError, _store_unavailable)
     app.add_exception_handler(ConfigError, _config_conflict)
     app.mount("/dashboard", StaticFiles(directory=str(DASHBOARD)), name="dashboard")
-    writer = [Depends(_authorized)]
+    writer = [Depends(_same_origin_json), Depends(_authorized)]
 
     @app.get("/", include_in_schema=False)
     async def dashboard() -> FileResponse:
@@ -248,6 +249,33 @@ def _service(request: Request) -> Service:
     if not isinstance(service, Service):
         raise RuntimeError("the app was started without a service")
     return service
+
+
+async def _same_origin_json(request: Request) -> None:
+    """Refuse what a web page on another site can make a browser send.
+
+    A page may post ``text/plain`` or a form to any URL without a CORS
+    preflight, so a write route takes only ``application/json`` (415
+    otherwise), and a request a browser marks as coming from another origin
+    (``Origin``, or ``Sec-Fetch-Site: cross-site``) is a 403 unless that
+    origin is in ``allowed_origins``. Clients that are not browsers send
+    neither header.
+    """
+    media_type = request.headers.get("content-type", "").partition(";")[0]
+    if media_type.strip().lower() != "application/json":
+        raise HTTPException(
+            415, f"write routes take Content-Type application/json; got {media_type!r}"
+        )
+    settings: HttpSettings = request.state.settings
+    origin = request.headers.get("origin")
+    if origin is not None:
+        own = f"{request.url.scheme}://{request.headers.get('host', '')}"
+        if origin != own and origin not in settings.allowed_origins:
+            raise HTTPException(
+                403, f"cross-origin write from {origin!r} refused (allowed_origins)"
+            )
+    elif request.headers.get("sec-fetch-site") == "cross-site":
+        raise HTTPException(403, "cross-site write refused")
 
 
 async def _authorized(request: Request) -> None:

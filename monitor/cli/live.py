@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 import time
@@ -64,6 +65,12 @@ def add_commands(commands: Subparsers) -> None:
         metavar="PORT",
         help="also serve the API and live dashboard on 127.0.0.1:PORT until stopped",
     )
+    watch_command.add_argument(
+        "--token",
+        default=os.environ.get("SCORIO_MONITOR_HTTP_TOKEN"),
+        help="with --http: bearer token the write routes then need (default: "
+        "$SCORIO_MONITOR_HTTP_TOKEN, which keeps it out of the process list)",
+    )
     watch_command.set_defaults(handler=run_watch)
 
     status = commands.add_parser(
@@ -97,7 +104,11 @@ def run_watch(arguments: argparse.Namespace) -> int:
         source = JsonLines(path, follow=arguments.follow, resume=resume)
         console = terminal()
         if arguments.http is not None:
-            asyncio.run(_watch_serving(monitor, source, arguments.http, console))
+            asyncio.run(
+                _watch_serving(
+                    monitor, source, arguments.http, console, arguments.token
+                )
+            )
             if arguments.json:
                 print_statuses(monitor.statuses())
             return 0
@@ -140,10 +151,14 @@ def run_watch(arguments: argparse.Namespace) -> int:
 
 
 async def _watch_serving(
-    monitor: Monitor, source: JsonLines, port: int, console: Console
+    monitor: Monitor,
+    source: JsonLines,
+    port: int,
+    console: Console,
+    token: str | None = None,
 ) -> None:
     """``watch --http``: the watch loop as a service, with the API and dashboard."""
-    settings = HttpSettings(listen=f"127.0.0.1:{port}")
+    settings = HttpSettings(listen=f"127.0.0.1:{port}", token=token or None)
     async with Service(monitor, [JsonLinesSource(source)]) as service:
         app = create_app(service, settings, metrics_renderer(lambda: service.snapshot))
         server = uvicorn.Server(

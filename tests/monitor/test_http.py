@@ -16,7 +16,7 @@ from monitor.service import Service
 from tests.helpers import serving
 
 TOKEN = "s3cret"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
+AUTH = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
 
 
 @pytest.fixture

@@ -7,7 +7,13 @@ bounds on what one request may ask.
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -17,6 +23,10 @@ from monitor.config import HttpSettings
 from monitor.http import create_app
 from monitor.service import Service
 from tests.helpers import serving
+from tests.monitor.test_cli_watch import poll_until
+from tests.services import free_port
+
+COMMAND = [sys.executable, "-m", "monitor.cli"]
 
 
 @pytest.fixture
@@ -60,3 +70,93 @@ async def test_webhook_urls_are_redacted_in_read_routes(
     assert config["webhooks"] == ["https://hooks.slack.com/...", "http://h:81/..."]
     for path in ("/runs", "/runs/hooked/status", "/runs/hooked/trace"):
         assert "s3cr3t" not in (await http.get(path)).text
+
+
+ONE = json.dumps(trial(0, 0, 1)).encode()
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data", ""],
+)
+async def test_write_routes_take_only_json(
+    client: tuple[httpx.AsyncClient, Monitor], content_type: str
+) -> None:
+    http, monitor = client
+    headers = {"Content-Type": content_type} if content_type else {}
+    response = await http.post("/runs/r/trials", content=ONE, headers=headers)
+    assert response.status_code == 415 and "application/json" in response.text
+    response = await http.post("/runs", content=b'{"run": "x"}', headers=headers)
+    assert response.status_code == 415
+    assert monitor.status("r").trials == 0 and "x" not in monitor.runs
+    charset = {"Content-Type": "application/json; charset=utf-8"}
+    assert (await http.post("/runs/r/trials", content=ONE, headers=charset)).is_success
+
+
+async def test_cross_origin_browsers_cannot_write(
+    client: tuple[httpx.AsyncClient, Monitor],
+) -> None:
+    http, monitor = client
+    json_type = {"Content-Type": "application/json"}
+    for headers in (
+        {"Origin": "https://evil.example"},
+        {"Origin": "null"},
+        {"Sec-Fetch-Site": "cross-site"},
+    ):
+        response = await http.post(
+            "/runs/r/trials", content=ONE, headers={**json_type, **headers}
+        )
+        assert response.status_code == 403, headers
+    assert monitor.status("r").trials == 0
+    own = {"Origin": str(http.base_url).rstrip("/"), "Sec-Fetch-Site": "same-origin"}
+    response = await http.post(
+        "/runs/r/trials", content=ONE, headers={**json_type, **own}
+    )
+    assert response.status_code == 200 and monitor.status("r").trials == 1
+
+
+async def test_allowed_origins_may_write() -> None:
+    monitor = Monitor()
+    settings = HttpSettings(allowed_origins=["https://ui.example"])
+    async with Service(monitor) as service:
+        app = create_app(service, settings)
+        async with serving(app) as base, httpx.AsyncClient(base_url=base) as http:
+            response = await http.post(
+                "/runs",
+                json={"run": "x"},
+                headers={"Origin": "https://ui.example"},
+            )
+            assert response.status_code == 201
+
+
+def test_watch_http_takes_a_token(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    path.write_text(json.dumps({"run": "r", **trial(0, 0, 1)}) + "\n")
+    port = free_port()
+    process = subprocess.Popen(
+        [*COMMAND, "watch", str(path), "--http", str(port)],
+        env={**os.environ, "SCORIO_MONITOR_HTTP_TOKEN": "t0ken"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+
+        def up() -> bool:
+            try:
+                return httpx.get(f"{base}/healthz", timeout=1.0).is_success
+            except httpx.HTTPError:
+                return False
+
+        poll_until(up)
+        url = f"{base}/runs/r/trials"
+        body = json.dumps(trial(1, 0, 1))
+        json_type = {"Content-Type": "application/json"}
+        assert httpx.post(url, content=body, headers=json_type).status_code == 401
+        with_token = {**json_type, "Authorization": "Bearer t0ken"}
+        assert httpx.post(url, content=body, headers=with_token).status_code == 200
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
