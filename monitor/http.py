@@ -28,7 +28,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -43,6 +43,11 @@ MetricsRenderer = Callable[[], tuple[bytes, str]]
 # Event numbers are SQLite integers (and Redis counters): at most 2**63 - 1.
 MAX_EVENT_NUMBER = (1 << 63) - 1
 _EVENT_NUMBER = re.compile(r"[0-9]{1,19}")
+# Bounds on what one request may ask: a plan's budget (planning costs time
+# on the engine thread in proportion) and the rejections an answer lists.
+MAX_NEXT_BUDGET = 1_000
+MAX_REPORTED_REJECTIONS = 100
+_NEXT_ITEMS = TypeAdapter(list[NextItem])
 DASHBOARD = resources.files("monitor") / "dashboard"
 
 
@@ -61,12 +66,17 @@ class RejectedInput(BaseModel):
 
 
 class IngestAnswer(BaseModel):
-    """What ``POST /runs/{run}/trials`` did."""
+    """What ``POST /runs/{run}/trials`` did.
+
+    ``rejected`` lists the first ``MAX_REPORTED_REJECTIONS`` rejections;
+    ``rejected_count`` counts them all.
+    """
 
     accepted: int
     duplicates: int
     corrections: int
     rejected: list[RejectedInput]
+    rejected_count: int
 
 
 class TracePointOut(BaseModel):
@@ -145,11 +155,16 @@ def create_app(
     async def status(run: str, request: Request) -> Status:
         return await _service(request).status(run)
 
-    @app.get("/runs/{run}/next")
+    @app.get("/runs/{run}/next", response_model=list[NextItem])
     async def next_trials(
-        run: str, request: Request, budget: Annotated[int, Query(ge=0, le=10_000_000)]
-    ) -> list[NextItem]:
-        return await _service(request).next(run, budget)
+        run: str,
+        request: Request,
+        budget: Annotated[int, Query(ge=0, le=MAX_NEXT_BUDGET)],
+    ) -> Response:
+        items = await _service(request).next(run, budget)
+        # Serialised in one pydantic-core call: FastAPI's per-item path holds
+        # the event loop (and every other request) for tens of ms.
+        return Response(_NEXT_ITEMS.dump_json(items), media_type="application/json")
 
     @app.get("/runs/{run}/trace")
     async def trace(run: str, request: Request) -> list[TracePointOut]:
@@ -239,8 +254,9 @@ def _answer(report: IngestReport) -> IngestAnswer:
         corrections=report.corrections,
         rejected=[
             RejectedInput(reason=r.reason, kind=r.kind, position=r.position)
-            for r in report.rejected
+            for r in report.rejected[:MAX_REPORTED_REJECTIONS]
         ],
+        rejected_count=len(report.rejected),
     )
 
 

@@ -20,6 +20,9 @@ from monitor.schema import MAX_ID_LENGTH, Rejection, RejectionKind, TrialEvent
 
 MAX_PAYLOAD_BYTES: Final = 1 << 20
 MAX_RAW_KEPT: Final = 4096
+# Events in one payload: a larger array is refused whole, so one request
+# cannot make the engine classify (or dead-letter) without bound.
+MAX_BATCH_ITEMS: Final = 10_000
 # A trial event nests three levels at most (batch, event, cost or signals);
 # deeper input is refused before anything walks it recursively.
 MAX_DEPTH: Final = 16
@@ -70,6 +73,7 @@ def parse_payload(
     position: int | None = None,
     max_bytes: int = MAX_PAYLOAD_BYTES,
     run: str | None = None,
+    max_items: int = MAX_BATCH_ITEMS,
 ) -> list[Parsed]:
     """Parse one JSON payload: an event object or an array of them (a batch).
 
@@ -95,6 +99,12 @@ def parse_payload(
         if not value:
             reason = "empty batch: expected at least one trial event"
             return [_reject(reason, "invalid_event", payload, source, position)]
+        if len(value) > max_items:
+            reason = (
+                f"batch of {len(value)} elements exceeds the limit of {max_items}; "
+                "split it"
+            )
+            return [_reject(reason, "too_large", payload, source, position)]
         # Without a position of its own (an HTTP body), an element's is its index.
         return [
             parse_object(item, source, index if position is None else position, run)

@@ -40,6 +40,11 @@ _RESTART_DELAYS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 # How long a cancelled task may take to end before it is cancelled again.
 _CANCEL_RETRY_S = 1.0
 TRACE_POINTS = 2000
+# Items per engine call when a large payload list is counted in pieces, and
+# the input size up to which parsing stays on the engine thread (a thread
+# hop costs more than parsing a small payload).
+INGEST_PIECE = 1000
+_PARSE_INLINE_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,12 +170,31 @@ class Service:
         """Parse and count payloads; returns once the store committed them.
 
         ``cursor`` (name, position) is committed with them (see
-        :meth:`Monitor.ingest_parsed`).
+        :meth:`Monitor.ingest_parsed`). Large input is parsed off the engine
+        thread and, without a cursor, counted in pieces of ``INGEST_PIECE``
+        items, so other callers' engine calls run in between: a big request
+        delays a small one by one piece's work, not by its own.
         """
         started = self._clock()
-        report = await self.call(
-            functools.partial(self._ingest, list(payloads), cursor)
-        )
+        payloads = list(payloads)
+        if sum(len(payload.data) for payload in payloads) <= _PARSE_INLINE_BYTES:
+            report = await self.call(functools.partial(self._ingest, payloads, cursor))
+        else:
+            parsed, sources, positions = await asyncio.to_thread(_parse_all, payloads)
+            step = len(parsed) if cursor is not None else INGEST_PIECE
+            reports = [
+                await self.call(
+                    functools.partial(
+                        self._monitor.ingest_parsed,
+                        parsed[start : start + step],
+                        source=sources[start : start + step],
+                        positions=positions[start : start + step],
+                        cursor=cursor,
+                    )
+                )
+                for start in range(0, max(len(parsed), 1), max(step, 1))
+            ]
+            report = _merged(reports)
         elapsed = self._clock() - started
         self._account(report, elapsed, len(payloads))
         return report
@@ -234,31 +258,7 @@ class Service:
     def _ingest(
         self, payloads: list[Payload], cursor: tuple[str, str] | None
     ) -> IngestReport:
-        parsed: list[Parsed] = []
-        sources: list[str] = []
-        positions: list[int | None] = []
-        for payload in payloads:
-            items: list[Parsed]
-            if payload.oversize:
-                items = [
-                    Rejection(
-                        reason=f"line of {payload.oversize} bytes exceeds the limit",
-                        kind="too_large",
-                        source=payload.source,
-                        position=payload.position,
-                        raw=f"({payload.oversize} bytes, not kept)",
-                    )
-                ]
-            else:
-                items = parse_payload(
-                    payload.data, payload.source, payload.position, run=payload.run
-                )
-            parsed.extend(items)
-            sources.extend([payload.source] * len(items))
-            if payload.position is None:
-                positions.extend(range(len(items)))  # the index in a batch
-            else:
-                positions.extend([payload.position] * len(items))
+        parsed, sources, positions = _parse_all(payloads)
         return self._monitor.ingest_parsed(
             parsed, source=sources, positions=positions, cursor=cursor
         )
@@ -372,6 +372,53 @@ class Service:
                 failures += 1
                 log.exception("task %s failed; restarting in %.1f s", name, delay)
                 await asyncio.sleep(delay)
+
+
+def _parse_all(
+    payloads: list[Payload],
+) -> tuple[list[Parsed], list[str], list[int | None]]:
+    """Every payload's items, with the source and position of each."""
+    parsed: list[Parsed] = []
+    sources: list[str] = []
+    positions: list[int | None] = []
+    for payload in payloads:
+        items: list[Parsed]
+        if payload.oversize:
+            items = [
+                Rejection(
+                    reason=f"line of {payload.oversize} bytes exceeds the limit",
+                    kind="too_large",
+                    source=payload.source,
+                    position=payload.position,
+                    raw=f"({payload.oversize} bytes, not kept)",
+                )
+            ]
+        else:
+            items = parse_payload(
+                payload.data, payload.source, payload.position, run=payload.run
+            )
+        parsed.extend(items)
+        sources.extend([payload.source] * len(items))
+        if payload.position is None:
+            positions.extend(range(len(items)))  # the index in a batch
+        else:
+            positions.extend([payload.position] * len(items))
+    return parsed, sources, positions
+
+
+def _merged(reports: list[IngestReport]) -> IngestReport:
+    """One report for the pieces of one ingest call."""
+    if len(reports) == 1:
+        return reports[0]
+    runs = dict.fromkeys(run for report in reports for run in report.runs)
+    return IngestReport(
+        accepted=sum(report.accepted for report in reports),
+        duplicates=sum(report.duplicates for report in reports),
+        corrections=sum(report.corrections for report in reports),
+        rejected=tuple(item for report in reports for item in report.rejected),
+        events=tuple(event for report in reports for event in report.events),
+        runs=tuple(runs),
+    )
 
 
 async def _cancel_until_done(tasks: list[asyncio.Task[None]]) -> None:

@@ -12,8 +12,9 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -21,7 +22,9 @@ import pytest
 from monitor import Monitor, RunConfig
 from monitor.config import HttpSettings
 from monitor.http import create_app
+from monitor.parsing import Parsed
 from monitor.service import Service
+from monitor.store import IngestReport
 from tests.helpers import serving
 from tests.monitor.test_cli_watch import poll_until
 from tests.services import free_port
@@ -160,3 +163,50 @@ def test_watch_http_takes_a_token(tmp_path: Path) -> None:
     finally:
         if process.poll() is None:
             process.kill()
+
+
+async def test_one_request_may_ask_only_so_much(
+    client: tuple[httpx.AsyncClient, Monitor],
+) -> None:
+    http, monitor = client
+    response = await http.get("/runs/r/next", params={"budget": 1_001})
+    assert response.status_code == 422 and "budget" in response.text
+    assert (await http.get("/runs/r/next", params={"budget": 1_000})).is_success
+    ones = b"[" + b"1," * 199_999 + b"1]"
+    response = await http.post(
+        "/runs/r/trials", content=ones, headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 422 and len(response.content) < 2000
+    assert response.json()["rejected_count"] == 1
+    assert "exceeds the limit of 10000" in response.json()["detail"]
+    assert len(monitor.store.dead_letters()) == 1
+    many = [trial(0, t, 7) for t in range(5000)]
+    body = (await http.post("/runs/r/trials", json=many)).json()
+    assert body["rejected_count"] == 5000 and len(body["rejected"]) == 100
+    assert monitor.status("r").trials == 0
+
+
+class CallCounting(Monitor):
+    """A monitor that notes the size of each ingest call it gets."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[int] = []
+
+    def ingest_parsed(self, items: Iterable[Parsed], **options: Any) -> IngestReport:
+        listed = list(items)
+        self.calls.append(len(listed))
+        return super().ingest_parsed(listed, **options)
+
+
+async def test_a_large_request_is_counted_in_pieces_others_can_pass() -> None:
+    monitor = CallCounting()
+    monitor.configure(RunConfig(run="r", question_count=10))
+    async with Service(monitor) as service:
+        app = create_app(service, HttpSettings())
+        async with serving(app) as base, httpx.AsyncClient(base_url=base) as http:
+            batch = [trial(q % 10, q, 1) for q in range(5500)]
+            response = await http.post("/runs/r/trials", json=batch)
+            assert response.json()["accepted"] == 5500
+    assert monitor.calls == [1000] * 5 + [500]
+    assert monitor.status("r").trials == 5500
