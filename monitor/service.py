@@ -18,6 +18,7 @@ import asyncio
 import collections
 import enum
 import functools
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -32,6 +33,7 @@ from monitor.parsing import Parsed, parse_payload
 from monitor.schema import NextItem, Rejection, RunConfig, Status
 from monitor.snapshot import Snapshot
 from monitor.store import IngestReport, StoredEvent
+from monitor.subscriptions import Subscription
 
 log = logging.getLogger(__name__)
 Result = TypeVar("Result")
@@ -75,6 +77,9 @@ class Service:
         publishers: Outputs for statuses and events.
         status_interval_s: Least time between two status refresh passes.
         look_interval_s: How often the look timer fires.
+        subscriber_max_bytes: Unread event bytes a live subscriber may hold.
+        subscriber_stall_s: How long a subscriber may leave items unread
+            before it is dropped.
         clock: Monotonic seconds, for latencies.
     """
 
@@ -86,6 +91,8 @@ class Service:
         *,
         status_interval_s: float = 0.05,
         look_interval_s: float = 0.05,
+        subscriber_max_bytes: int = 1 << 20,
+        subscriber_stall_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._monitor = monitor
@@ -102,7 +109,9 @@ class Service:
         self._snapshot = Snapshot()
         self._dirty_runs: set[str] = set()
         self._status_wanted = asyncio.Event()
-        self._subscribers: set[asyncio.Queue[StoredEvent | Status | None]] = set()
+        self._subscribers: set[Subscription] = set()
+        self._subscriber_max_bytes = subscriber_max_bytes
+        self._subscriber_stall_s = subscriber_stall_s
         self._traces: dict[str, collections.deque[TracePoint]] = {}
 
     # -- lifecycle ---------------------------------------------------------
@@ -132,8 +141,8 @@ class Service:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        for queue in list(self._subscribers):
-            self._end(queue)
+        for subscription in list(self._subscribers):
+            self._end(subscription)
         try:
             await _cancel_until_done(self._tasks)
             if self._group is not None:
@@ -219,39 +228,37 @@ class Service:
     async def config(self, run: str) -> RunConfig:
         return await self.call(functools.partial(self._monitor.config, run))
 
-    def subscribe(self) -> asyncio.Queue[StoredEvent | Status | None]:
-        """A queue of every event fired and status refreshed from now on.
+    def subscribe(self) -> Subscription:
+        """A feed of every event fired and status refreshed from now on.
 
-        ``None`` ends it: the service is closing, or the subscriber fell
-        10,000 items behind and was dropped (it may resume from the store's
-        event log). Call :meth:`unsubscribe` when done.
+        ``get()`` answers ``None`` at its end: the service is closing, or the
+        subscriber fell behind (``subscriber_max_bytes`` of unread events, or
+        nothing read for ``subscriber_stall_s``) and was dropped; it may
+        resume from the store's event log. Statuses are coalesced to the
+        newest per run. Call :meth:`unsubscribe` when done.
         """
-        queue: asyncio.Queue[StoredEvent | Status | None] = asyncio.Queue(
-            maxsize=10_000
+        subscription = Subscription(
+            self._subscriber_max_bytes, self._subscriber_stall_s, self._clock
         )
-        self._subscribers.add(queue)
-        return queue
+        self._subscribers.add(subscription)
+        return subscription
 
-    def unsubscribe(self, queue: asyncio.Queue[StoredEvent | Status | None]) -> None:
-        self._subscribers.discard(queue)
+    def unsubscribe(self, subscription: Subscription) -> None:
+        self._subscribers.discard(subscription)
 
     def trace(self, run: str) -> list[TracePoint]:
         """Recent (time, trials, order, mu per model) points of a run, oldest first."""
         return list(self._traces.get(run, ()))
 
-    def _notify(self, item: StoredEvent | Status) -> None:
-        for queue in list(self._subscribers):
-            if queue.full():
+    def _notify(self, item: StoredEvent | Status, size: int = 0) -> None:
+        for subscription in list(self._subscribers):
+            if not subscription.offer(item, size):
                 log.warning("a subscriber fell behind; dropping it")
-                self._end(queue)
-            else:
-                queue.put_nowait(item)
+                self._end(subscription)
 
-    def _end(self, queue: asyncio.Queue[StoredEvent | Status | None]) -> None:
-        self._subscribers.discard(queue)
-        while not queue.empty():
-            queue.get_nowait()
-        queue.put_nowait(None)
+    def _end(self, subscription: Subscription) -> None:
+        self._subscribers.discard(subscription)
+        subscription.end()
 
     # -- internals ---------------------------------------------------------
 
@@ -312,7 +319,7 @@ class Service:
     def _deliver_event(self, event: StoredEvent) -> None:
         for publisher in self._publishers:
             publisher.publish_event(event)
-        self._notify(event)
+        self._notify(event, len(json.dumps(event.document())))
         self._want_status(event.run)
 
     async def _refresh_statuses(self) -> None:
