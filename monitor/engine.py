@@ -59,6 +59,10 @@ from monitor.store import (
 )
 
 EventInput = Mapping[str, object] | TrialEvent
+# Without declared runs any run name creates state; past this many such runs
+# a new name is refused (unknown_run), so a stream of names cannot grow the
+# state (and every scrape of /metrics) without bound.
+MAX_UNDECLARED_RUNS = 1000
 
 
 class Monitor:
@@ -73,6 +77,8 @@ class Monitor:
         shared_refresh_s: With a shared store (several workers), how often a
             look re-reads every worker's counts; between re-reads a status
             adds this worker's own trials to the last shared counts.
+        max_undeclared_runs: With no declared run, how many runs events may
+            create by naming them; later names are refused.
 
     Examples:
         >>> monitor = Monitor()
@@ -91,6 +97,7 @@ class Monitor:
         clock: Callable[[], float] = time.time,
         look_interval_s: float = 0.05,
         shared_refresh_s: float = 0.25,
+        max_undeclared_runs: int = MAX_UNDECLARED_RUNS,
     ) -> None:
         if state is None:
             self._store: Store = MemoryStore()
@@ -101,6 +108,7 @@ class Monitor:
         self._clock = clock
         self._look_interval_s = look_interval_s
         self._shared_refresh_s = shared_refresh_s
+        self._max_undeclared_runs = max_undeclared_runs
         self._last_refresh: dict[str, float] = {}
         self._runs: dict[str, RunState] = {}
         self._decisions: dict[str, RunDecision] = {}
@@ -635,12 +643,19 @@ class Monitor:
             return state
         if any(existing.declared for existing in self._runs.values()):
             return None
+        if len(self._runs) >= self._max_undeclared_runs:
+            return None
         config = RunConfig(run=run)
         self._store.save_config(config, declared=False)
         state = self._runs[run] = RunState(config, declared=False)
         return state
 
     def _unknown_run_reason(self, run: str) -> str:
+        if not any(state.declared for state in self._runs.values()):
+            return (
+                f"unknown run {run!r}: already {len(self._runs)} runs "
+                f"(max_undeclared_runs); declare runs up front"
+            )
         declared = ", ".join(sorted(r for r, s in self._runs.items() if s.declared))
         return f"unknown run {run!r}; declared runs: {declared}"
 
