@@ -345,6 +345,11 @@ class LocalCounts:
             if letter.run is not None:
                 self.totals.setdefault(letter.run, RunTotals()).rejected += sign
 
+    def memory_bytes(self, run: str) -> int:
+        """About what the run's exactly-once index holds."""
+        ledger = self._ledgers.get(run)
+        return 0 if ledger is None else ledger.memory_bytes
+
     def counts(self, run: str) -> dict[str, ModelCounts]:
         """Per model: questions and per-category counts, observed and prior."""
         ledger = self._ledgers.get(run)
