@@ -2,7 +2,8 @@
 
 One :class:`Service` owns one :class:`~monitor.engine.Monitor`. The engine is
 synchronous (its stores block on disk or network), so every engine call runs
-on one dedicated worker thread, which also serialises them. Sources hand in
+on one dedicated worker thread (light calls before heavy ones, see
+:mod:`monitor.worker`), which also serialises them. Sources hand in
 payloads through :meth:`Service.ingest_payloads`, which returns only after
 the store committed them, so a source may then acknowledge its transport.
 
@@ -22,7 +23,6 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TypeVar
@@ -34,6 +34,7 @@ from monitor.schema import NextItem, Rejection, RunConfig, Status
 from monitor.snapshot import Snapshot
 from monitor.store import IngestReport, StoredEvent
 from monitor.subscriptions import Subscription
+from monitor.worker import EngineWorker
 
 log = logging.getLogger(__name__)
 Result = TypeVar("Result")
@@ -102,7 +103,7 @@ class Service:
         self._look_interval_s = look_interval_s
         self._clock = clock
         self._state = Lifecycle.CREATED
-        self._executor: ThreadPoolExecutor | None = None
+        self._worker: EngineWorker | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._group: asyncio.TaskGroup | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -120,7 +121,8 @@ class Service:
         if self._state is not Lifecycle.CREATED:
             raise RuntimeError(f"service is {self._state.value}; start a new one")
         self._loop = asyncio.get_running_loop()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
+        self._worker = EngineWorker()
+        self._worker.start()
         self._monitor.subscribe(self._event_from_engine)
         self._group = asyncio.TaskGroup()
         await self._group.__aenter__()
@@ -148,11 +150,9 @@ class Service:
             if self._group is not None:
                 await self._group.__aexit__(None, None, None)
         finally:
-            if self._executor is not None:
-                await asyncio.get_running_loop().run_in_executor(
-                    self._executor, self._monitor.close
-                )
-                self._executor.shutdown(wait=True)
+            if self._worker is not None:
+                await self._worker.run(self._monitor.close)
+                await self._worker.stop()
             self._state = Lifecycle.CLOSED
 
     @property
@@ -166,12 +166,15 @@ class Service:
 
     # -- engine access -----------------------------------------------------
 
-    async def call(self, function: Callable[[], Result]) -> Result:
-        """Run an engine call on the engine thread and await its result."""
-        if self._executor is None or self._state is not Lifecycle.RUNNING:
+    async def call(self, function: Callable[[], Result], heavy: bool = False) -> Result:
+        """Run an engine call on the engine thread and await its result.
+
+        A ``heavy`` call (a large plan, a piece of a large batch) lets queued
+        light ones go first.
+        """
+        if self._worker is None or self._state is not Lifecycle.RUNNING:
             raise RuntimeError("the service is not running")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, function)
+        return await self._worker.run(function, heavy)
 
     async def ingest_payloads(
         self, payloads: Sequence[Payload], cursor: tuple[str, str] | None = None
@@ -199,7 +202,8 @@ class Service:
                         source=sources[start : start + step],
                         positions=positions[start : start + step],
                         cursor=cursor,
-                    )
+                    ),
+                    heavy=True,
                 )
                 for start in range(0, max(len(parsed), 1), max(step, 1))
             ]
@@ -212,7 +216,9 @@ class Service:
         return await self.call(functools.partial(self._monitor.status, run))
 
     async def next(self, run: str, budget: int) -> list[NextItem]:
-        return await self.call(functools.partial(self._monitor.next, run, budget))
+        return await self.call(
+            functools.partial(self._monitor.next, run, budget), heavy=budget > 100
+        )
 
     async def configure(self, config: RunConfig) -> RunConfig:
         configured = await self.call(functools.partial(self._monitor.configure, config))
