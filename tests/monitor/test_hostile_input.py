@@ -31,6 +31,7 @@ from tests.helpers import serving
 from tests.hostile import DEEP, REPRODUCERS, RUN, good_stream, interleave, poison
 
 COMMAND = [sys.executable, "-m", "monitor.cli"]
+JSON_TYPE = {"Content-Type": "application/json"}
 
 
 def assert_counts_match(status: Status, results: np.ndarray) -> None:
@@ -186,3 +187,54 @@ async def ask_events(ids: list[bytes]) -> None:
                         assert response.status_code == 200, value
                     else:
                         assert response.status_code == 400, (value, response)
+
+
+run_configs = st.fixed_dictionaries(
+    {"run": st.just(RUN)},
+    optional={
+        "question_count": st.one_of(st.none(), st.integers(-5, 2**64)),
+        "questions": st.one_of(
+            st.none(), st.lists(st.sampled_from(["0", "1", "2", "3", "9"]), max_size=6)
+        ),
+        "models": st.one_of(st.none(), st.lists(st.sampled_from(["m0", "m1", "x"]))),
+        "weights": st.lists(st.floats(), max_size=4),
+        "confidence": st.floats(),
+        "webhooks": st.lists(st.text(max_size=30), max_size=2),
+        "min_trials_per_question": st.integers(-1, 10),
+    },
+)
+
+
+@settings(max_examples=5)
+@given(
+    st.lists(run_configs.map(lambda c: json.dumps(c).encode()) | poison, max_size=10)
+)
+def test_runs_route_fuzzed_never_5xx_and_counted_trials_keep_their_meaning(
+    bodies: list[bytes],
+) -> None:
+    good, results = good_stream(2)
+    asyncio.run(configure_all(good, results, bodies))
+
+
+async def configure_all(
+    good: list[bytes], results: np.ndarray, bodies: list[bytes]
+) -> None:
+    monitor = Monitor()
+    monitor.configure(RunConfig(run=RUN, question_count=4))
+    async with Service(monitor) as service:
+        app = create_app(service, HttpSettings())
+        async with serving(app) as base, httpx.AsyncClient(base_url=base) as client:
+            for body in good:
+                await client.post(
+                    f"/runs/{RUN}/trials", content=body, headers=JSON_TYPE
+                )
+            before = await service.status(RUN)
+            for body in bodies:
+                response = await client.post("/runs", content=body, headers=JSON_TYPE)
+                assert response.status_code in (201, 400, 409, 422), response.text[:200]
+                assert (await client.get(f"/runs/{RUN}/config")).status_code == 200
+            after = await service.status(RUN)
+    assert after.trials == before.trials == results.size
+    assert [(m.model, m.mu) for m in after.models] == [
+        (m.model, m.mu) for m in before.models
+    ]
