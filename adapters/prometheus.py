@@ -21,6 +21,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
+from monitor.schema import REJECTION_KINDS
 from monitor.snapshot import Snapshot
 
 METRIC_NAMES = (
@@ -132,7 +133,10 @@ class SnapshotCollector(Collector):
             "Inputs rejected and dead-lettered",
             labels=["reason"],
         )
-        for reason, count in sorted(snapshot.rejected.items()):
+        # Every known reason from the start: alert rules and dashboards that
+        # query a reason's rate find a series before its first rejection.
+        counts = dict.fromkeys(REJECTION_KINDS, 0) | dict(snapshot.rejected)
+        for reason, count in sorted(counts.items()):
             rejected.add_metric([reason], count)
         yield rejected
         latency = snapshot.latency

@@ -22,7 +22,7 @@ import httpx
 
 from monitor.config import ALERT_KINDS, WebhookSettings
 from monitor.retry import Backoff
-from monitor.schema import Status
+from monitor.schema import Status, redacted_url
 from monitor.store import StoredEvent
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,8 @@ class WebhookPublisher:
                     if url not in started:
                         started.add(url)
                         group.create_task(
-                            self._deliver(client, queue), name=f"webhook:{url}"
+                            self._deliver(client, queue),
+                            name=f"webhook:{redacted_url(url)}",
                         )
                 self._new_queue.clear()
                 await self._new_queue.wait()
@@ -119,7 +120,7 @@ class WebhookPublisher:
                     event.kind,
                     event.run,
                     event.seq,
-                    target.url,
+                    redacted_url(target.url),
                     target.max_attempts,
                 )
 
@@ -137,12 +138,16 @@ class WebhookPublisher:
                 },
                 timeout=target.timeout_s,
             )
-        except httpx.HTTPError as exc:
-            log.warning("webhook %s failed: %s", target.url, exc)
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            # httpx names the URL in some messages: a secret, so cut it out.
+            message = str(exc).replace(target.url, redacted_url(target.url))
+            log.warning("webhook %s failed: %s", redacted_url(target.url), message)
             return False
         if response.is_success:
             return True
-        log.warning("webhook %s answered %d", target.url, response.status_code)
+        log.warning(
+            "webhook %s answered %d", redacted_url(target.url), response.status_code
+        )
         return False
 
 

@@ -24,9 +24,11 @@ from pydantic import (
     model_validator,
 )
 
+from monitor.engine import MAX_UNDECLARED_RUNS
 from monitor.errors import ConfigError
 from monitor.parsing import describe_validation_error
 from monitor.schema import RunConfig
+from monitor.store import DEAD_LETTERS_MAX, DEAD_LETTERS_MAX_AGE_S
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -71,6 +73,9 @@ class StoreSettings(BaseModel):
     url: str | None = None
     prefix: str = "scorio"
     synchronous: Literal["FULL", "NORMAL"] = "FULL"
+    # Dead-letter retention: the newest this many, none older than this.
+    dead_letters_max: Annotated[int, Field(ge=1)] = DEAD_LETTERS_MAX
+    dead_letters_max_age_s: Annotated[float, Field(gt=0.0)] = DEAD_LETTERS_MAX_AGE_S
 
     @model_validator(mode="after")
     def _redis_needs_url(self) -> Self:
@@ -156,6 +161,9 @@ class HttpSettings(BaseModel):
     listen: str = "127.0.0.1:8000"
     token: str | None = None
     max_body_bytes: Annotated[int, Field(ge=1024)] = 1 << 20
+    # Browser origins (``https://host:port``) allowed to call write routes
+    # besides the monitor's own; any other cross-origin write is a 403.
+    allowed_origins: list[str] = Field(default_factory=list)
 
     @property
     def host(self) -> str:
@@ -215,6 +223,8 @@ class ServiceConfig(BaseModel):
     runs: list[RunConfig] = Field(default_factory=list)
     look_interval_s: Annotated[float, Field(ge=0.0)] = 0.05
     status_interval_s: Annotated[float, Field(ge=0.0)] = 0.05
+    # Without declared runs, each new run name creates state: at most this many.
+    max_undeclared_runs: Annotated[int, Field(ge=1)] = MAX_UNDECLARED_RUNS
 
 
 _SECTIONS: dict[str, type[BaseModel]] = {

@@ -61,12 +61,17 @@ from monitor.store import (
     DeadLetter,
     IngestReport,
     MemoryStore,
+    ModelCounts,
     PendingEvent,
     StoredEvent,
     TrialBatch,
 )
 
 EventInput = Mapping[str, object] | TrialEvent
+# Without declared runs any run name creates state; past this many such runs
+# a new name is refused (unknown_run), so a stream of names cannot grow the
+# state (and every scrape of /metrics) without bound.
+MAX_UNDECLARED_RUNS = 1000
 
 
 class Monitor:
@@ -81,6 +86,8 @@ class Monitor:
         shared_refresh_s: With a shared store (several workers), how often a
             look re-reads every worker's counts; between re-reads a status
             adds this worker's own trials to the last shared counts.
+        max_undeclared_runs: With no declared run, how many runs events may
+            create by naming them; later names are refused.
 
     Examples:
         >>> monitor = Monitor()
@@ -99,6 +106,7 @@ class Monitor:
         clock: Callable[[], float] = time.time,
         look_interval_s: float = 0.05,
         shared_refresh_s: float = 0.25,
+        max_undeclared_runs: int = MAX_UNDECLARED_RUNS,
     ) -> None:
         if state is None:
             self._store: Store = MemoryStore()
@@ -109,6 +117,7 @@ class Monitor:
         self._clock = clock
         self._look_interval_s = look_interval_s
         self._shared_refresh_s = shared_refresh_s
+        self._max_undeclared_runs = max_undeclared_runs
         self._last_refresh: dict[str, float] = {}
         self._runs: dict[str, RunState] = {}
         self._decisions: dict[str, RunDecision] = {}
@@ -169,14 +178,20 @@ class Monitor:
         if not isinstance(config, RunConfig):
             config = _validated_config(config)
         existing = self._runs.get(config.run)
-        if existing is not None and any(
-            table.trial_count or table.prior_trial_count
-            for table in existing.tables.values()
-        ):
+        counts = self._store.counts(config.run)
+        if existing is not None and any(map(_has_trials, counts.values())):
             _check_scoring_unchanged(existing.config, config)
-        self._store.save_config(config, declared=True)
+            _check_questions_unchanged(existing, config, counts)
+        # Built before anything is saved: a config the counted state cannot
+        # live with is refused whole, and the stored one stays.
         state = RunState(config, declared=True)
-        state.restore(self._store.counts(config.run))
+        try:
+            state.restore(counts)
+        except ValueError as error:
+            raise ConfigError(
+                f"run {config.run!r} cannot take this config: {error}"
+            ) from error
+        self._store.save_config(config, declared=True)
         self._runs[config.run] = state
         self._mark_dirty(config.run)
         return config
@@ -274,7 +289,12 @@ class Monitor:
         """Count one raw JSON payload: an event object or an array (a batch)."""
         parsed = parse_payload(payload, source, position)
         return self.ingest_parsed(
-            parsed, source=source, positions=[position] * len(parsed), cursor=cursor
+            parsed,
+            source=source,
+            positions=range(len(parsed))
+            if position is None
+            else [position] * len(parsed),
+            cursor=cursor,
         )
 
     def ingest_parsed(
@@ -667,12 +687,19 @@ class Monitor:
             return state
         if any(existing.declared for existing in self._runs.values()):
             return None
+        if len(self._runs) >= self._max_undeclared_runs:
+            return None
         config = RunConfig(run=run)
         self._store.save_config(config, declared=False)
         state = self._runs[run] = RunState(config, declared=False)
         return state
 
     def _unknown_run_reason(self, run: str) -> str:
+        if not any(state.declared for state in self._runs.values()):
+            return (
+                f"unknown run {run!r}: already {len(self._runs)} runs "
+                f"(max_undeclared_runs); declare runs up front"
+            )
         declared = ", ".join(sorted(r for r, s in self._runs.items() if s.declared))
         return f"unknown run {run!r}; declared runs: {declared}"
 
@@ -838,6 +865,55 @@ def _check_scoring_unchanged(old: RunConfig, new: RunConfig) -> None:
                 f"run {new.run!r} already counted trials with {name} {before}; "
                 f"cannot change them to {after}"
             )
+
+
+def _check_questions_unchanged(
+    old: RunState, new: RunConfig, counts: Mapping[str, ModelCounts]
+) -> None:
+    """Counted trials were averaged over the old ``M``: keep it and them.
+
+    ``M`` divides every model's mu, so changing the declared question set
+    (its size, or whether there is one) would move scores with no new trial.
+    """
+    seen = {question for model in counts.values() for question in model.questions}
+    if new.declared_question_count != old.config.declared_question_count or (
+        (new.questions is None) != (old.config.questions is None)
+    ):
+        before = _question_declaration(old.config)
+        raise ConfigError(
+            f"run {new.run!r} already counted trials with {before}; cannot change "
+            f"to {_question_declaration(new)}"
+        )
+    if new.questions is not None:
+        missing = sorted(seen - set(new.questions))
+        if missing:
+            raise ConfigError(
+                f"run {new.run!r} already counted trials on questions the new "
+                f"questions list leaves out: {', '.join(map(repr, missing[:5]))}"
+            )
+    if new.models is not None:
+        dropped = sorted(
+            model
+            for model, model_counts in counts.items()
+            if model not in new.models and _has_trials(model_counts)
+        )
+        if dropped:
+            raise ConfigError(
+                f"run {new.run!r} already counted trials of models the new models "
+                f"list leaves out: {', '.join(map(repr, dropped[:5]))}"
+            )
+
+
+def _has_trials(counts: ModelCounts) -> bool:
+    return any(map(any, counts.observed)) or any(map(any, counts.prior))
+
+
+def _question_declaration(config: RunConfig) -> str:
+    if config.questions is not None:
+        return f"a questions list of {len(config.questions)}"
+    if config.question_count is not None:
+        return f"question_count={config.question_count}"
+    return "an open question set"
 
 
 def _dead_letter(rejection: Rejection, run: str | None, now: float) -> DeadLetter:

@@ -3,7 +3,8 @@
 Routes reach the service through the app's lifespan state, never module
 globals; the Prometheus renderer is injected by the composition root (monitor
 never imports adapters). Write routes need ``Authorization: Bearer <token>``
-when a token is configured (401 without one, 403 with a wrong one). Bodies
+when a token is configured (401 without one, 403 with a wrong one), take
+only ``application/json`` (415) and refuse other origins' browsers (403). Bodies
 are capped at ``max_body_bytes`` (413). Invalid input is a 422 whose
 ``detail`` says what is wrong; inputs are parsed as JSON, never evaluated.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import secrets
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -27,7 +29,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -45,6 +47,14 @@ from monitor.service import Service
 from monitor.store import IngestReport, StoredEvent
 
 MetricsRenderer = Callable[[], tuple[bytes, str]]
+# Event numbers are SQLite integers (and Redis counters): at most 2**63 - 1.
+MAX_EVENT_NUMBER = (1 << 63) - 1
+_EVENT_NUMBER = re.compile(r"[0-9]{1,19}")
+# Bounds on what one request may ask: a plan's budget (planning costs time
+# on the engine thread in proportion) and the rejections an answer lists.
+MAX_NEXT_BUDGET = 1_000
+MAX_REPORTED_REJECTIONS = 100
+_NEXT_ITEMS = TypeAdapter(list[NextItem])
 DASHBOARD = resources.files("monitor") / "dashboard"
 
 
@@ -63,12 +73,17 @@ class RejectedInput(BaseModel):
 
 
 class IngestAnswer(BaseModel):
-    """What ``POST /runs/{run}/trials`` did."""
+    """What ``POST /runs/{run}/trials`` did.
+
+    ``rejected`` lists the first ``MAX_REPORTED_REJECTIONS`` rejections;
+    ``rejected_count`` counts them all.
+    """
 
     accepted: int
     duplicates: int
     corrections: int
     rejected: list[RejectedInput]
+    rejected_count: int
 
 
 class TracePointOut(BaseModel):
@@ -98,7 +113,7 @@ def create_app(
     app.add_exception_handler(StoreError, _store_unavailable)
     app.add_exception_handler(ConfigError, _config_conflict)
     app.mount("/dashboard", StaticFiles(directory=str(DASHBOARD)), name="dashboard")
-    writer = [Depends(_authorized)]
+    writer = [Depends(_same_origin_json), Depends(_authorized)]
 
     @app.get("/", include_in_schema=False)
     async def dashboard() -> FileResponse:
@@ -122,11 +137,11 @@ def create_app(
 
     @app.post("/runs", status_code=201, dependencies=writer)
     async def configure(config: RunConfig, request: Request) -> RunConfig:
-        return await _service(request).configure(config)
+        return (await _service(request).configure(config)).redacted()
 
     @app.get("/runs/{run}/config")
     async def run_config(run: str, request: Request) -> RunConfig:
-        return await _service(request).config(run)
+        return (await _service(request).config(run)).redacted()
 
     @app.post("/runs/{run}/trials", dependencies=writer, response_model=IngestAnswer)
     async def trials(run: str, request: Request) -> JSONResponse:
@@ -147,11 +162,16 @@ def create_app(
     async def status(run: str, request: Request) -> Status:
         return await _service(request).status(run)
 
-    @app.get("/runs/{run}/next")
+    @app.get("/runs/{run}/next", response_model=list[NextItem])
     async def next_trials(
-        run: str, request: Request, budget: Annotated[int, Query(ge=0, le=10_000_000)]
-    ) -> list[NextItem]:
-        return await _service(request).next(run, budget)
+        run: str,
+        request: Request,
+        budget: Annotated[int, Query(ge=0, le=MAX_NEXT_BUDGET)],
+    ) -> Response:
+        items = await _service(request).next(run, budget)
+        # Serialised in one pydantic-core call: FastAPI's per-item path holds
+        # the event loop (and every other request) for tens of ms.
+        return Response(_NEXT_ITEMS.dump_json(items), media_type="application/json")
 
     @app.get("/runs/{run}/questions")
     async def questions(run: str, request: Request) -> list[QuestionRow]:
@@ -180,7 +200,9 @@ def create_app(
     async def events(
         run: str,
         request: Request,
-        since: Annotated[int | None, Query(ge=0)] = None,
+        since: Annotated[
+            str | None, Query(description="resume after this event number")
+        ] = None,
     ) -> EventSourceResponse:
         service = _service(request)
         await service.config(run)  # 404 before the stream starts
@@ -223,17 +245,27 @@ def _sse(event: StoredEvent) -> ServerSentEvent:
     )
 
 
-def _resume_point(request: Request, since: int | None) -> int:
+def _resume_point(request: Request, since: str | None) -> int:
     if since is not None:
-        return since
+        return _event_number(since, "since")
     header = request.headers.get("last-event-id", "")
-    if header.isdigit():
-        return int(header)
-    if header:
+    return _event_number(header, "Last-Event-ID") if header else 0
+
+
+def _event_number(text: str, name: str) -> int:
+    """An event sequence number from a client: ASCII digits, within SQLite's int.
+
+    ``str.isdigit`` would accept superscripts and other scripts' digits, and
+    ``int`` of a 5,000-digit string raises; both were 500s.
+    """
+    if not _EVENT_NUMBER.fullmatch(text) or int(text) > MAX_EVENT_NUMBER:
+        shown = text if len(text) <= 40 else text[:40] + "..."
         raise HTTPException(
-            422, f"Last-Event-ID must be an event number; got {header!r}"
+            400,
+            f"{name} must be an event number from 0 to {MAX_EVENT_NUMBER}; "
+            f"got {shown!r}",
         )
-    return 0
+    return int(text)
 
 
 def _answer(report: IngestReport) -> IngestAnswer:
@@ -243,8 +275,9 @@ def _answer(report: IngestReport) -> IngestAnswer:
         corrections=report.corrections,
         rejected=[
             RejectedInput(reason=r.reason, kind=r.kind, position=r.position)
-            for r in report.rejected
+            for r in report.rejected[:MAX_REPORTED_REJECTIONS]
         ],
+        rejected_count=len(report.rejected),
     )
 
 
@@ -253,6 +286,33 @@ def _service(request: Request) -> Service:
     if not isinstance(service, Service):
         raise RuntimeError("the app was started without a service")
     return service
+
+
+async def _same_origin_json(request: Request) -> None:
+    """Refuse what a web page on another site can make a browser send.
+
+    A page may post ``text/plain`` or a form to any URL without a CORS
+    preflight, so a write route takes only ``application/json`` (415
+    otherwise), and a request a browser marks as coming from another origin
+    (``Origin``, or ``Sec-Fetch-Site: cross-site``) is a 403 unless that
+    origin is in ``allowed_origins``. Clients that are not browsers send
+    neither header.
+    """
+    media_type = request.headers.get("content-type", "").partition(";")[0]
+    if media_type.strip().lower() != "application/json":
+        raise HTTPException(
+            415, f"write routes take Content-Type application/json; got {media_type!r}"
+        )
+    settings: HttpSettings = request.state.settings
+    origin = request.headers.get("origin")
+    if origin is not None:
+        own = f"{request.url.scheme}://{request.headers.get('host', '')}"
+        if origin != own and origin not in settings.allowed_origins:
+            raise HTTPException(
+                403, f"cross-origin write from {origin!r} refused (allowed_origins)"
+            )
+    elif request.headers.get("sec-fetch-site") == "cross-site":
+        raise HTTPException(403, "cross-site write refused")
 
 
 async def _authorized(request: Request) -> None:

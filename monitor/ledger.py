@@ -12,7 +12,11 @@ columns shared by all questions), ``-1`` where no trial was seen. Rows and
 columns are numbered once per run, for all its grids, so a batch looks each
 id up once. Fifty models x 1,000 questions x 80 trials take 8 MB. A run
 whose trial ids are all distinct (say UUIDs) would grow a column per trial,
-so past ``MAX_COLUMNS`` further ids go to a dict instead.
+so past ``MAX_COLUMNS`` further ids go to a dict instead. A grid's array
+grows only while it holds at most ``CELLS_PER_TRIAL`` cells per trial it
+recorded; trials outside it go to the same dict, so memory grows with the
+trials counted, never with questions x distinct ids (a model with one trial
+at the far corner of the run's grid costs a few hundred bytes).
 
 Batches are classified with NumPy in one pass, with the same answers a
 trial-by-trial loop gives: within a batch, a repeat is compared with the
@@ -30,6 +34,16 @@ from numpy.typing import NDArray
 
 NEW: Final = -1
 MAX_COLUMNS: Final = 4096
+# A grid's array may hold this many cells per trial it records (plus a
+# small start): rows and columns are the run's, so a new model's first trial
+# at question 999 and trial id 4,095 would otherwise take a 1,024 x 4,096
+# array (8 MB). Cells past the array go to the overflow dict instead.
+CELLS_PER_TRIAL: Final = 16
+_START_CELLS: Final = 64 * 64
+
+
+# A (question, trial) -> category dict entry, with its key tuple: about.
+_OVERFLOW_ENTRY_BYTES: Final = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,12 +96,12 @@ class TrialGrid:
         column = self._columns.get(trial)
         if row is None or column is None:
             row, column = _cell(self._rows, self._columns, question, trial)
-        if column < 0:
+        if column >= 0 and (row >= self._shape[0] or column >= self._shape[1]):
+            self._cover(row, column, self._size + 1)
+        if column < 0 or row >= self._shape[0] or column >= self._shape[1]:
             previous = self._overflow.get((question, trial), NEW)
             self._overflow[(question, trial)] = category
         else:
-            if row >= self._shape[0] or column >= self._shape[1]:
-                self._cover(row, column)
             previous = self._view[row, column]
             self._view[row, column] = category
         if previous == NEW:
@@ -97,12 +111,11 @@ class TrialGrid:
     def restore(self, question: str, trial: str, category: int) -> None:
         """Put back a previous value (``NEW`` erases) after a failed commit."""
         row, column = _cell(self._rows, self._columns, question, trial)
-        if column < 0:
+        if column < 0 or row >= self._shape[0] or column >= self._shape[1]:
             previous = self._overflow.pop((question, trial), NEW)
             if category != NEW:
                 self._overflow[(question, trial)] = category
         else:
-            self._cover(row, column)
             previous = self._view[row, column]
             self._view[row, column] = category
         self._size += (category != NEW) - (previous != NEW)
@@ -121,6 +134,13 @@ class TrialGrid:
         """
         previous = np.empty(len(rows), dtype=np.int64)
         dense = columns >= 0
+        if dense.any():
+            self._cover(
+                int(rows[dense].max()),
+                int(columns[dense].max()),
+                self._size + len(rows),
+            )
+            dense &= (rows < self._shape[0]) & (columns < self._shape[1])
         if not dense.all():
             for index in np.flatnonzero(~dense).tolist():
                 previous[index] = self.record(*ids(index), int(categories[index]))
@@ -148,7 +168,6 @@ class TrialGrid:
         columns: NDArray[np.int64],
         categories: NDArray[np.int64],
     ) -> NDArray[np.int64]:
-        self._cover(int(rows.max()), int(columns.max()))
         keys = rows * self._cells.shape[1] + columns
         order = np.argsort(keys, kind="stable")
         sorted_keys = keys[order]
@@ -168,8 +187,18 @@ class TrialGrid:
         previous[order] = previous_sorted
         return previous
 
-    def _cover(self, row: int, column: int) -> None:
-        """Grow the array (doubling) until it has this row and column."""
+    @property
+    def memory_bytes(self) -> int:
+        """About what the grid holds: its array and its overflow entries."""
+        return int(self._cells.nbytes) + _OVERFLOW_ENTRY_BYTES * len(self._overflow)
+
+    def _cover(self, row: int, column: int, trials: int) -> None:
+        """Grow the array (doubling) to have this row and column, if affordable.
+
+        Affordable: at most ``CELLS_PER_TRIAL`` cells per trial (``trials``,
+        the grid's trials after the coming ones). Otherwise the array stays
+        and the trials outside it go to the overflow dict.
+        """
         rows, columns = self._shape
         if row < rows and column < columns:
             return
@@ -177,12 +206,22 @@ class TrialGrid:
             rows *= 2
         while columns <= column:
             columns *= 2
+        if rows * columns > max(_START_CELLS, CELLS_PER_TRIAL * trials):
+            return
         old = self._cells
         new = np.full((rows, columns), NEW, dtype=np.int16)
         new[: old.shape[0], : old.shape[1]] = old
         self._cells = new
         self._shape = (rows, columns)
         self._view = new.data
+        # Overflowed trials the array now covers move into it: a trial is
+        # in the array exactly when its cell is inside it.
+        for (question, trial), category in list(self._overflow.items()):
+            column = self._columns.get(trial, -1)
+            row = self._rows[question]
+            if 0 <= column < columns and row < rows:
+                self._view[row, column] = category
+                del self._overflow[(question, trial)]
 
 
 class Ledger:
@@ -238,6 +277,11 @@ class Ledger:
 
     def models(self) -> list[str]:
         return sorted({model for model, _ in self._grids})
+
+    @property
+    def memory_bytes(self) -> int:
+        """About what the grids hold (not the shared id numbering)."""
+        return sum(grid.memory_bytes for grid in self._grids.values())
 
 
 def _cell(

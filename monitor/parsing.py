@@ -11,7 +11,7 @@ import functools
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final, NamedTuple
 
 from pydantic import ValidationError
@@ -20,6 +20,12 @@ from monitor.schema import MAX_ID_LENGTH, Rejection, RejectionKind, TrialEvent
 
 MAX_PAYLOAD_BYTES: Final = 1 << 20
 MAX_RAW_KEPT: Final = 4096
+# Events in one payload: a larger array is refused whole, so one request
+# cannot make the engine classify (or dead-letter) without bound.
+MAX_BATCH_ITEMS: Final = 10_000
+# A trial event nests three levels at most (batch, event, cost or signals);
+# deeper input is refused before anything walks it recursively.
+MAX_DEPTH: Final = 16
 
 
 class Trial(NamedTuple):
@@ -67,14 +73,17 @@ def parse_payload(
     position: int | None = None,
     max_bytes: int = MAX_PAYLOAD_BYTES,
     run: str | None = None,
+    max_items: int = MAX_BATCH_ITEMS,
 ) -> list[Parsed]:
     """Parse one JSON payload: an event object or an array of them (a batch).
 
     ``run`` is the run the channel implies (e.g. an MQTT topic): events
     without a ``run`` take it; events naming another run are refused. Every
     rejection of such a payload counts against that run, even unreadable JSON.
+    ``position`` locates the payload (a line number); without one, each
+    element of a batch is located by its index in the array.
     """
-    parsed = _parse_payload(payload, source, position, max_bytes, run)
+    parsed = _parse_payload(payload, source, position, max_bytes, run, max_items)
     if run is None:
         return parsed
     return [
@@ -91,6 +100,7 @@ def _parse_payload(
     position: int | None,
     max_bytes: int,
     run: str | None,
+    max_items: int,
 ) -> list[Parsed]:
     size = len(payload.encode() if isinstance(payload, str) else payload)
     if size > max_bytes:
@@ -101,11 +111,25 @@ def _parse_payload(
     except (ValueError, UnicodeDecodeError) as exc:
         reason = f"invalid JSON: {_json_reason(exc)}"
         return [_reject(reason, "invalid_json", payload, source, position)]
+    except RecursionError:
+        # The decoder recurses per level: ~1,000 brackets exhaust the stack.
+        reason = "invalid JSON: nested too deeply to parse"
+        return [_reject(reason, "invalid_json", payload, source, position)]
     if isinstance(value, list):
         if not value:
             reason = "empty batch: expected at least one trial event"
             return [_reject(reason, "invalid_event", payload, source, position)]
-        return [parse_object(item, source, position, run) for item in value]
+        if len(value) > max_items:
+            reason = (
+                f"batch of {len(value)} elements exceeds the limit of {max_items}; "
+                "split it"
+            )
+            return [_reject(reason, "too_large", payload, source, position)]
+        # Without a position of its own (an HTTP body), an element's is its index.
+        return [
+            parse_object(item, source, index if position is None else position, run)
+            for index, item in enumerate(value)
+        ]
     return [parse_object(value, source, position, run)]
 
 
@@ -121,6 +145,9 @@ def parse_object(
         return value
     if not isinstance(value, Mapping):
         reason = f"a trial event must be a JSON object; got {type(value).__name__}"
+        return _reject(reason, "invalid_event", value, source, position)
+    if _too_deep(value):
+        reason = f"a trial event nests deeper than {MAX_DEPTH} levels"
         return _reject(reason, "invalid_event", value, source, position)
     if run is not None:
         named = value.get("run", run)
@@ -264,6 +291,26 @@ def _finite_float(value: object) -> float | None:
     return None
 
 
+def _too_deep(value: object) -> bool:
+    """Whether ``value`` nests more than ``MAX_DEPTH`` lists or mappings.
+
+    Walks iteratively, so input of any depth cannot exhaust the stack.
+    """
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Iterable[object] = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > MAX_DEPTH:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
 def describe_validation_error(error: ValidationError) -> str:
     """One line a user understands: ``field: problem; field: problem``."""
     problems = []
@@ -286,10 +333,19 @@ def raw_text(value: object) -> str:
         try:
             text = json.dumps(value, default=str)
         except (TypeError, ValueError):
-            text = repr(value)
+            text = _safe_repr(value)
+        except RecursionError:
+            text = f"({type(value).__name__} nested too deeply to show)"
     if len(text) > MAX_RAW_KEPT:
         return text[:MAX_RAW_KEPT] + f"... ({len(text)} characters)"
     return text
+
+
+def _safe_repr(value: object) -> str:
+    try:
+        return repr(value)
+    except RecursionError:
+        return f"({type(value).__name__} nested too deeply to show)"
 
 
 def _reject(

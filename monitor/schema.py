@@ -9,7 +9,8 @@ trial.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal, Self
+from typing import Annotated, Literal, Self, get_args
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -28,6 +29,9 @@ from monitor.rubrics import RUBRICS
 from scorio_core.count_metrics import MetricSpec
 
 MAX_ID_LENGTH = 256
+# A benchmark larger than this is a typo or an attack: each question costs
+# memory in every model's count table.
+MAX_QUESTION_COUNT = 1_000_000
 MAX_SIGNALS = 32
 
 
@@ -128,8 +132,12 @@ class RunConfig(BaseModel):
     labels: list[str] | None = None
     rubric: str | None = None
     thresholds: dict[str, float] = Field(default_factory=dict)
-    questions: list[LooseIdentifier] | None = None
-    question_count: Annotated[StrictInt, Field(ge=1)] | None = None
+    questions: (
+        Annotated[list[LooseIdentifier], Field(max_length=MAX_QUESTION_COUNT)] | None
+    ) = None
+    question_count: Annotated[StrictInt, Field(ge=1, le=MAX_QUESTION_COUNT)] | None = (
+        None
+    )
     models: list[Identifier] | None = None
     confidence: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.95
     rule: RuleName = "sequential"
@@ -217,6 +225,18 @@ class RunConfig(BaseModel):
             raise ValueError("min_trials_per_question exceeds max_trials_per_question")
         return self
 
+    def redacted(self) -> RunConfig:
+        """This config with its webhook URLs cut to scheme and host.
+
+        A webhook URL is a secret (a Slack URL lets anyone post): read
+        routes and logs show this form.
+        """
+        if not self.webhooks:
+            return self
+        return self.model_copy(
+            update={"webhooks": [redacted_url(url) for url in self.webhooks]}
+        )
+
     @property
     def declared_question_count(self) -> int | None:
         """``M`` when declared (by list or count), ``None`` for an open run."""
@@ -232,6 +252,17 @@ class MetricValue(BaseModel):
     sigma: float
     lo: float
     hi: float
+
+
+def redacted_url(url: str) -> str:
+    """A URL without its credentials, path or query: ``https://host/...``."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        return "(a URL, redacted)"
+    return f"{parts.scheme}://{host}{port}/..."
 
 
 class ModelStatus(BaseModel):
@@ -348,6 +379,8 @@ RejectionKind = Literal[
     "category",
     "signals",
 ]
+# Every kind, e.g. to show each rejection counter at 0 before the first one.
+REJECTION_KINDS: tuple[RejectionKind, ...] = get_args(RejectionKind)
 
 
 class Rejection(BaseModel):

@@ -2,7 +2,8 @@
 
 One :class:`Service` owns one :class:`~monitor.engine.Monitor`. The engine is
 synchronous (its stores block on disk or network), so every engine call runs
-on one dedicated worker thread, which also serialises them. Sources hand in
+on one dedicated worker thread (light calls before heavy ones, see
+:mod:`monitor.worker`), which also serialises them. Sources hand in
 payloads through :meth:`Service.ingest_payloads`, which returns only after
 the store committed them, so a source may then acknowledge its transport.
 
@@ -18,10 +19,10 @@ import asyncio
 import collections
 import enum
 import functools
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TypeVar
@@ -33,6 +34,8 @@ from monitor.parsing import Parsed, parse_payload
 from monitor.schema import NextItem, Rejection, RunConfig, Status
 from monitor.snapshot import Snapshot
 from monitor.store import IngestReport, StoredEvent
+from monitor.subscriptions import Subscription
+from monitor.worker import EngineWorker
 
 log = logging.getLogger(__name__)
 Result = TypeVar("Result")
@@ -41,6 +44,11 @@ _RESTART_DELAYS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 # How long a cancelled task may take to end before it is cancelled again.
 _CANCEL_RETRY_S = 1.0
 TRACE_POINTS = 2000
+# Items per engine call when a large payload list is counted in pieces, and
+# the input size up to which parsing stays on the engine thread (a thread
+# hop costs more than parsing a small payload).
+INGEST_PIECE = 1000
+_PARSE_INLINE_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +79,9 @@ class Service:
         publishers: Outputs for statuses and events.
         status_interval_s: Least time between two status refresh passes.
         look_interval_s: How often the look timer fires.
+        subscriber_max_bytes: Unread event bytes a live subscriber may hold.
+        subscriber_stall_s: How long a subscriber may leave items unread
+            before it is dropped.
         clock: Monotonic seconds, for latencies.
     """
 
@@ -82,6 +93,8 @@ class Service:
         *,
         status_interval_s: float = 0.05,
         look_interval_s: float = 0.05,
+        subscriber_max_bytes: int = 1 << 20,
+        subscriber_stall_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._monitor = monitor
@@ -91,14 +104,16 @@ class Service:
         self._look_interval_s = look_interval_s
         self._clock = clock
         self._state = Lifecycle.CREATED
-        self._executor: ThreadPoolExecutor | None = None
+        self._worker: EngineWorker | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._group: asyncio.TaskGroup | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._snapshot = Snapshot()
         self._dirty_runs: set[str] = set()
         self._status_wanted = asyncio.Event()
-        self._subscribers: set[asyncio.Queue[StoredEvent | Status | None]] = set()
+        self._subscribers: set[Subscription] = set()
+        self._subscriber_max_bytes = subscriber_max_bytes
+        self._subscriber_stall_s = subscriber_stall_s
         self._traces: dict[str, collections.deque[TracePoint]] = {}
 
     # -- lifecycle ---------------------------------------------------------
@@ -107,7 +122,8 @@ class Service:
         if self._state is not Lifecycle.CREATED:
             raise RuntimeError(f"service is {self._state.value}; start a new one")
         self._loop = asyncio.get_running_loop()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
+        self._worker = EngineWorker()
+        self._worker.start()
         self._monitor.subscribe(self._event_from_engine)
         self._group = asyncio.TaskGroup()
         await self._group.__aenter__()
@@ -128,18 +144,16 @@ class Service:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        for queue in list(self._subscribers):
-            self._end(queue)
+        for subscription in list(self._subscribers):
+            self._end(subscription)
         try:
             await _cancel_until_done(self._tasks)
             if self._group is not None:
                 await self._group.__aexit__(None, None, None)
         finally:
-            if self._executor is not None:
-                await asyncio.get_running_loop().run_in_executor(
-                    self._executor, self._monitor.close
-                )
-                self._executor.shutdown(wait=True)
+            if self._worker is not None:
+                await self._worker.run(self._monitor.close)
+                await self._worker.stop()
             self._state = Lifecycle.CLOSED
 
     @property
@@ -153,12 +167,15 @@ class Service:
 
     # -- engine access -----------------------------------------------------
 
-    async def call(self, function: Callable[[], Result]) -> Result:
-        """Run an engine call on the engine thread and await its result."""
-        if self._executor is None or self._state is not Lifecycle.RUNNING:
+    async def call(self, function: Callable[[], Result], heavy: bool = False) -> Result:
+        """Run an engine call on the engine thread and await its result.
+
+        A ``heavy`` call (a large plan, a piece of a large batch) lets queued
+        light ones go first.
+        """
+        if self._worker is None or self._state is not Lifecycle.RUNNING:
             raise RuntimeError("the service is not running")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, function)
+        return await self._worker.run(function, heavy)
 
     async def ingest_payloads(
         self, payloads: Sequence[Payload], cursor: tuple[str, str] | None = None
@@ -166,12 +183,32 @@ class Service:
         """Parse and count payloads; returns once the store committed them.
 
         ``cursor`` (name, position) is committed with them (see
-        :meth:`Monitor.ingest_parsed`).
+        :meth:`Monitor.ingest_parsed`). Large input is parsed off the engine
+        thread and, without a cursor, counted in pieces of ``INGEST_PIECE``
+        items, so other callers' engine calls run in between: a big request
+        delays a small one by one piece's work, not by its own.
         """
         started = self._clock()
-        report = await self.call(
-            functools.partial(self._ingest, list(payloads), cursor)
-        )
+        payloads = list(payloads)
+        if sum(len(payload.data) for payload in payloads) <= _PARSE_INLINE_BYTES:
+            report = await self.call(functools.partial(self._ingest, payloads, cursor))
+        else:
+            parsed, sources, positions = await asyncio.to_thread(_parse_all, payloads)
+            step = len(parsed) if cursor is not None else INGEST_PIECE
+            reports = [
+                await self.call(
+                    functools.partial(
+                        self._monitor.ingest_parsed,
+                        parsed[start : start + step],
+                        source=sources[start : start + step],
+                        positions=positions[start : start + step],
+                        cursor=cursor,
+                    ),
+                    heavy=True,
+                )
+                for start in range(0, max(len(parsed), 1), max(step, 1))
+            ]
+            report = _merged(reports)
         elapsed = self._clock() - started
         self._account(report, elapsed, len(payloads))
         return report
@@ -180,7 +217,9 @@ class Service:
         return await self.call(functools.partial(self._monitor.status, run))
 
     async def next(self, run: str, budget: int) -> list[NextItem]:
-        return await self.call(functools.partial(self._monitor.next, run, budget))
+        return await self.call(
+            functools.partial(self._monitor.next, run, budget), heavy=budget > 100
+        )
 
     async def configure(self, config: RunConfig) -> RunConfig:
         configured = await self.call(functools.partial(self._monitor.configure, config))
@@ -196,68 +235,44 @@ class Service:
     async def config(self, run: str) -> RunConfig:
         return await self.call(functools.partial(self._monitor.config, run))
 
-    def subscribe(self) -> asyncio.Queue[StoredEvent | Status | None]:
-        """A queue of every event fired and status refreshed from now on.
+    def subscribe(self) -> Subscription:
+        """A feed of every event fired and status refreshed from now on.
 
-        ``None`` ends it: the service is closing, or the subscriber fell
-        10,000 items behind and was dropped (it may resume from the store's
-        event log). Call :meth:`unsubscribe` when done.
+        ``get()`` answers ``None`` at its end: the service is closing, or the
+        subscriber fell behind (``subscriber_max_bytes`` of unread events, or
+        nothing read for ``subscriber_stall_s``) and was dropped; it may
+        resume from the store's event log. Statuses are coalesced to the
+        newest per run. Call :meth:`unsubscribe` when done.
         """
-        queue: asyncio.Queue[StoredEvent | Status | None] = asyncio.Queue(
-            maxsize=10_000
+        subscription = Subscription(
+            self._subscriber_max_bytes, self._subscriber_stall_s, self._clock
         )
-        self._subscribers.add(queue)
-        return queue
+        self._subscribers.add(subscription)
+        return subscription
 
-    def unsubscribe(self, queue: asyncio.Queue[StoredEvent | Status | None]) -> None:
-        self._subscribers.discard(queue)
+    def unsubscribe(self, subscription: Subscription) -> None:
+        self._subscribers.discard(subscription)
 
     def trace(self, run: str) -> list[TracePoint]:
         """Recent (time, trials, order, mu per model) points of a run, oldest first."""
         return list(self._traces.get(run, ()))
 
-    def _notify(self, item: StoredEvent | Status) -> None:
-        for queue in list(self._subscribers):
-            if queue.full():
+    def _notify(self, item: StoredEvent | Status, size: int = 0) -> None:
+        for subscription in list(self._subscribers):
+            if not subscription.offer(item, size):
                 log.warning("a subscriber fell behind; dropping it")
-                self._end(queue)
-            else:
-                queue.put_nowait(item)
+                self._end(subscription)
 
-    def _end(self, queue: asyncio.Queue[StoredEvent | Status | None]) -> None:
-        self._subscribers.discard(queue)
-        while not queue.empty():
-            queue.get_nowait()
-        queue.put_nowait(None)
+    def _end(self, subscription: Subscription) -> None:
+        self._subscribers.discard(subscription)
+        subscription.end()
 
     # -- internals ---------------------------------------------------------
 
     def _ingest(
         self, payloads: list[Payload], cursor: tuple[str, str] | None
     ) -> IngestReport:
-        parsed: list[Parsed] = []
-        sources: list[str] = []
-        positions: list[int | None] = []
-        for payload in payloads:
-            items: list[Parsed]
-            if payload.oversize:
-                items = [
-                    Rejection(
-                        reason=f"line of {payload.oversize} bytes exceeds the limit",
-                        kind="too_large",
-                        source=payload.source,
-                        position=payload.position,
-                        raw=f"({payload.oversize} bytes, not kept)",
-                        run=payload.run,
-                    )
-                ]
-            else:
-                items = parse_payload(
-                    payload.data, payload.source, payload.position, run=payload.run
-                )
-            parsed.extend(items)
-            sources.extend([payload.source] * len(items))
-            positions.extend([payload.position] * len(items))
+        parsed, sources, positions = _parse_all(payloads)
         parsed = with_implied_run(self._monitor, parsed)
         return self._monitor.ingest_parsed(
             parsed, source=sources, positions=positions, cursor=cursor
@@ -312,7 +327,7 @@ class Service:
     def _deliver_event(self, event: StoredEvent) -> None:
         for publisher in self._publishers:
             publisher.publish_event(event)
-        self._notify(event)
+        self._notify(event, len(json.dumps(event.document())))
         self._want_status(event.run)
 
     async def _refresh_statuses(self) -> None:
@@ -372,6 +387,54 @@ class Service:
                 failures += 1
                 log.exception("task %s failed; restarting in %.1f s", name, delay)
                 await asyncio.sleep(delay)
+
+
+def _parse_all(
+    payloads: list[Payload],
+) -> tuple[list[Parsed], list[str], list[int | None]]:
+    """Every payload's items, with the source and position of each."""
+    parsed: list[Parsed] = []
+    sources: list[str] = []
+    positions: list[int | None] = []
+    for payload in payloads:
+        items: list[Parsed]
+        if payload.oversize:
+            items = [
+                Rejection(
+                    reason=f"line of {payload.oversize} bytes exceeds the limit",
+                    kind="too_large",
+                    source=payload.source,
+                    position=payload.position,
+                    raw=f"({payload.oversize} bytes, not kept)",
+                    run=payload.run,
+                )
+            ]
+        else:
+            items = parse_payload(
+                payload.data, payload.source, payload.position, run=payload.run
+            )
+        parsed.extend(items)
+        sources.extend([payload.source] * len(items))
+        if payload.position is None:
+            positions.extend(range(len(items)))  # the index in a batch
+        else:
+            positions.extend([payload.position] * len(items))
+    return parsed, sources, positions
+
+
+def _merged(reports: list[IngestReport]) -> IngestReport:
+    """One report for the pieces of one ingest call."""
+    if len(reports) == 1:
+        return reports[0]
+    runs = dict.fromkeys(run for report in reports for run in report.runs)
+    return IngestReport(
+        accepted=sum(report.accepted for report in reports),
+        duplicates=sum(report.duplicates for report in reports),
+        corrections=sum(report.corrections for report in reports),
+        rejected=tuple(item for report in reports for item in report.rejected),
+        events=tuple(event for report in reports for event in report.events),
+        runs=tuple(runs),
+    )
 
 
 async def _cancel_until_done(tasks: list[asyncio.Task[None]]) -> None:

@@ -29,6 +29,8 @@ import numpy as np
 from monitor.errors import StoreError
 from monitor.schema import RunConfig
 from monitor.store import (
+    DEAD_LETTERS_MAX,
+    DEAD_LETTERS_MAX_AGE_S,
     Batch,
     DeadLetter,
     LocalCounts,
@@ -56,6 +58,7 @@ CREATE TABLE IF NOT EXISTS totals (
 CREATE TABLE IF NOT EXISTS dead_letters (
     id INTEGER PRIMARY KEY, run TEXT, source TEXT NOT NULL, position INTEGER,
     reason TEXT NOT NULL, raw TEXT NOT NULL, received_s REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS dead_letters_by_age ON dead_letters (received_s);
 CREATE TABLE IF NOT EXISTS events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, run TEXT NOT NULL, kind TEXT NOT NULL,
     subject TEXT NOT NULL, payload TEXT NOT NULL, ts REAL NOT NULL,
@@ -93,8 +96,12 @@ class SqliteStore(TrialAsBatch):
         *,
         read_only: bool = False,
         synchronous: Literal["FULL", "NORMAL"] = "FULL",
+        dead_letters_max: int = DEAD_LETTERS_MAX,
+        dead_letters_max_age_s: float = DEAD_LETTERS_MAX_AGE_S,
     ) -> None:
         self._path = Path(path)
+        self._dead_letters_max = dead_letters_max
+        self._dead_letters_max_age_s = dead_letters_max_age_s
         self._read_only = read_only
         self._local = LocalCounts()
         self._lock_handle: int | None = None
@@ -183,6 +190,17 @@ class SqliteStore(TrialAsBatch):
                         (d.run, d.source, d.position, d.reason, d.raw, d.received_s)
                         for d in batch.dead_letters
                     ],
+                )
+                # Retention, in the same transaction: by age, then by count.
+                newest = max(d.received_s for d in batch.dead_letters)
+                db.execute(
+                    "DELETE FROM dead_letters WHERE received_s < ?",
+                    (newest - self._dead_letters_max_age_s,),
+                )
+                db.execute(
+                    "DELETE FROM dead_letters WHERE id <= "
+                    "(SELECT MAX(id) FROM dead_letters) - ?",
+                    (self._dead_letters_max,),
                 )
             if batch.cursor is not None:
                 db.execute("INSERT OR REPLACE INTO cursors VALUES (?, ?)", batch.cursor)

@@ -15,6 +15,7 @@ firing order.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -34,6 +35,10 @@ Previous = list[int] | NDArray[np.int64]
 # Batches up to this size are classified trial by trial: below it, NumPy's
 # per-call overhead costs more than the loop.
 VECTOR_THRESHOLD = 32
+# Dead-letter retention (memory and SQLite stores): the newest this many,
+# none older than this. Rejections still count in the run totals.
+DEAD_LETTERS_MAX = 100_000
+DEAD_LETTERS_MAX_AGE_S = 7 * 24 * 3600.0
 
 
 @dataclass(slots=True)
@@ -340,6 +345,11 @@ class LocalCounts:
             if letter.run is not None:
                 self.totals.setdefault(letter.run, RunTotals()).rejected += sign
 
+    def memory_bytes(self, run: str) -> int:
+        """About what the run's exactly-once index holds."""
+        ledger = self._ledgers.get(run)
+        return 0 if ledger is None else ledger.memory_bytes
+
     def counts(self, run: str) -> dict[str, ModelCounts]:
         """Per model: questions and per-category counts, observed and prior."""
         ledger = self._ledgers.get(run)
@@ -459,15 +469,28 @@ class LocalCounts:
 
 
 class MemoryStore:
-    """A store that lives and dies with the process (tests, ``state=None``)."""
+    """A store that lives and dies with the process (tests, ``state=None``).
 
-    def __init__(self) -> None:
+    Args:
+        dead_letters_max: Dead letters kept (the newest).
+        dead_letters_max_age_s: Dead letters older than this, counted from
+            the newest one's receipt, are dropped.
+    """
+
+    def __init__(
+        self,
+        dead_letters_max: int = DEAD_LETTERS_MAX,
+        dead_letters_max_age_s: float = DEAD_LETTERS_MAX_AGE_S,
+    ) -> None:
         self._local = LocalCounts()
         self._configs: dict[str, RunConfig] = {}
         self._declared: set[str] = set()
         self._events: list[StoredEvent] = []
         self._fired: set[tuple[str, str, str]] = set()
-        self._dead_letters: list[DeadLetter] = []
+        self._dead_letters: collections.deque[DeadLetter] = collections.deque(
+            maxlen=dead_letters_max
+        )
+        self._dead_letters_max_age_s = dead_letters_max_age_s
         self._cursors: dict[str, str] = {}
 
     @property
@@ -495,6 +518,9 @@ class MemoryStore:
         if batch.dead_letters:
             self._local.count_dead_letters(batch.dead_letters)
             self._dead_letters.extend(batch.dead_letters)
+            oldest = self._dead_letters[-1].received_s - self._dead_letters_max_age_s
+            while self._dead_letters[0].received_s < oldest:
+                self._dead_letters.popleft()
         if batch.cursor is not None:
             self._cursors[batch.cursor[0]] = batch.cursor[1]
         return previous
@@ -550,7 +576,7 @@ class MemoryStore:
         return selected[:limit]
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
-        return self._dead_letters[-limit:]
+        return list(self._dead_letters)[-limit:]
 
     def close(self) -> None:
         return None

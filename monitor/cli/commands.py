@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from pathlib import Path
 
 from monitor.cli.common import DEFAULT_STATE, Subparsers
@@ -63,6 +64,12 @@ def _live_commands(commands: Subparsers) -> None:
         type=int,
         metavar="PORT",
         help="also serve the API and live dashboard on 127.0.0.1:PORT until stopped",
+    )
+    watch_command.add_argument(
+        "--token",
+        default=os.environ.get("SCORIO_MONITOR_HTTP_TOKEN"),
+        help="with --http: bearer token the write routes then need (default: "
+        "$SCORIO_MONITOR_HTTP_TOKEN, which keeps it out of the process list)",
     )
     watch_command.set_defaults(handler="live:run_watch")
 

@@ -91,7 +91,12 @@ def run_watch(arguments: argparse.Namespace) -> int:
             with sock:
                 final = asyncio.run(
                     _watch_serving(
-                        monitor, source, sock, console if view else None, printer
+                        monitor,
+                        source,
+                        sock,
+                        console if view else None,
+                        printer,
+                        arguments.token,
                     )
                 )
             printer.summarise()
@@ -154,6 +159,7 @@ async def _watch_serving(
     sock: socket.socket,
     console: Console | None,
     printer: RejectionPrinter,
+    token: str | None = None,
 ) -> list[tuple[Status, list[StoredEvent]]]:
     """``watch --http``: the watch loop as a service, with the API and dashboard.
 
@@ -162,7 +168,7 @@ async def _watch_serving(
     each run's final status and events, read before the service closes.
     """
     port: int = sock.getsockname()[1]
-    settings = HttpSettings(listen=f"127.0.0.1:{port}")
+    settings = HttpSettings(listen=f"127.0.0.1:{port}", token=token or None)
     reporting = _ReportingSource(
         JsonLinesSource(source), lambda report: printer.show(report.rejected)
     )

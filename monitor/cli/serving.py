@@ -45,7 +45,9 @@ def run_serve(arguments: argparse.Namespace) -> int:
 
 
 async def _serve(config: ServiceConfig, sock: socket.socket) -> None:
-    monitor = Monitor(_store(config.store))
+    monitor = Monitor(
+        _store(config.store), max_undeclared_runs=config.max_undeclared_runs
+    )
     for run in config.runs:
         monitor.configure(run)
     sources: list[TrialSource] = []
@@ -97,7 +99,14 @@ async def _serve(config: ServiceConfig, sock: socket.socket) -> None:
 
 def _store(settings: StoreSettings) -> Store:
     if settings.kind == "memory":
-        return MemoryStore()
+        return MemoryStore(settings.dead_letters_max, settings.dead_letters_max_age_s)
     if settings.kind == "redis":
-        return RedisStore(settings.url, settings.prefix)
-    return SqliteStore(settings.path, synchronous=settings.synchronous)
+        return RedisStore(
+            settings.url, settings.prefix, dead_letter_limit=settings.dead_letters_max
+        )
+    return SqliteStore(
+        settings.path,
+        synchronous=settings.synchronous,
+        dead_letters_max=settings.dead_letters_max,
+        dead_letters_max_age_s=settings.dead_letters_max_age_s,
+    )

@@ -6,6 +6,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.prometheus import METRIC_NAMES, metrics_renderer
 from monitor import Monitor, RunConfig
+from monitor.schema import REJECTION_KINDS
 from monitor.snapshot import LatencyHistogram, Snapshot
 
 
@@ -62,3 +63,11 @@ def test_a_scrape_shows_each_run_as_its_status_says() -> None:
     assert found[("scorio_ingest_latency_seconds_count", ())] == 16
     assert found[("scorio_ingest_latency_seconds_bucket", (("le", "0.002"),))] == 0
     assert found[("scorio_ingest_latency_seconds_bucket", (("le", "0.005"),))] == 16
+
+
+def test_every_rejection_reason_is_exposed_at_zero_before_the_first() -> None:
+    body, _ = metrics_renderer(lambda: Snapshot(rejected={"category": 2}))()
+    found = samples(body.decode())
+    for kind in REJECTION_KINDS:
+        expected = 2.0 if kind == "category" else 0.0
+        assert found[("scorio_trials_rejected_total", (("reason", kind),))] == expected

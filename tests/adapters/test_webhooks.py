@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import collections
+import logging
 
+import pytest
 from fastapi import FastAPI, Request, Response
 
 from adapters.webhooks import Target, WebhookPublisher, alert_text
@@ -12,6 +14,7 @@ from monitor.config import ALERT_KINDS
 from monitor.service import Service
 from monitor.store import StoredEvent
 from tests.helpers import eventually, serving
+from tests.services import free_port
 
 
 class Receiver:
@@ -121,3 +124,40 @@ def test_alert_texts_read_as_sentences() -> None:
     )
     assert alert_text(resolved) == "aime25: m1 ranks above m2 (z = 3.20, rho = 0.9993)"
     assert "statistical tie at this budget" in alert_text(tie)
+
+
+async def test_webhook_urls_never_reach_the_logs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    secret = "T000/B000/s3cr3t-slack-path"
+    receiver = Receiver(failures=1000)
+    async with serving(receiver.app) as base:
+        monitor = Monitor()
+        monitor.configure(
+            RunConfig(run="r", question_count=4, max_trials_per_question=30)
+        )
+        targets = [
+            Target(
+                url=f"{base}/hook?token={secret}",
+                kinds=frozenset(ALERT_KINDS),
+                runs=None,
+                max_attempts=1,
+            ),
+            Target(
+                url=f"http://user:pw-{len(secret)}@127.0.0.1:{free_port()}/{secret}",
+                kinds=frozenset(ALERT_KINDS),
+                runs=None,
+                max_attempts=1,
+            ),
+        ]
+        with caplog.at_level(logging.WARNING):
+            async with Service(monitor, publishers=[WebhookPublisher(targets)]) as s:
+                await s.call(lambda: monitor.ingest(clear_trials("r")))
+
+                async def gave_up() -> bool:
+                    return caplog.text.count("gave up") >= 2
+
+                await eventually(gave_up, timeout_s=20)
+    assert "answered 503" in caplog.text and "failed" in caplog.text
+    assert secret not in caplog.text and f"pw-{len(secret)}" not in caplog.text
+    assert "http://127.0.0.1" in caplog.text

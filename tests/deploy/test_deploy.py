@@ -220,7 +220,11 @@ async def monitor_metric_names() -> set[str]:
         async with serving(app) as base, httpx.AsyncClient(base_url=base) as http:
             events = trial_events(trial_results(1, models=3, questions=4, trials=2))
             assert (await http.post(f"/runs/{RUN}/trials", json=events)).is_success
-            await http.post(f"/runs/{RUN}/trials", content=b"{not json")
+            await http.post(
+                f"/runs/{RUN}/trials",
+                content=b"{not json",
+                headers={"Content-Type": "application/json"},
+            )
 
             async def has_pairs() -> bool:
                 return "scorio_pair_z{" in (await http.get("/metrics")).text

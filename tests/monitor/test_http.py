@@ -16,7 +16,7 @@ from monitor.service import Service
 from tests.helpers import serving
 
 TOKEN = "s3cret"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
+AUTH = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
 
 
 @pytest.fixture
@@ -107,6 +107,7 @@ async def test_trials_are_counted_once_and_reported(
         "duplicates": 1,
         "corrections": 0,
         "rejected": [],
+        "rejected_count": 0,
     }
     status = (await client.get("/runs/r/status")).json()
     assert status["trials"] == 2 and status["models"][0]["model"] == "a"

@@ -1,0 +1,267 @@
+"""The HTTP trials route under load while hostile requests run (issue 15).
+
+Run: `.venv/bin/python benchmarks/hostile_http.py`
+
+Starts `scorio-monitor serve` (SQLite store) on a free port, declares one run
+of 40 models x 1,000 questions and counts one trial per (model, question).
+Then a "good" client posts one trial at a time, sequentially, and times each
+answer: first alone (baseline), then while hostile clients run in parallel:
+
+- `GET /runs/bench/next?budget=1000` (the largest budget allowed) in a loop;
+- 400 KB bodies of 200,000 `1`s (refused whole: over the item limit);
+- batches of 10,000 events with an invalid category (10,000 rejections);
+- `'[' * 2000` bodies (nested too deeply) and `text/plain` bodies (415);
+- batches of 10,000 good events of a second run (counted in pieces);
+- `Last-Event-ID` values `\\xb2` and 5,000 digits on the events route;
+- an SSE subscriber that never reads its stream (point 5).
+
+Reports p50/p99/max of the good requests in both phases, every status code
+the hostile clients got (none may be 5xx), and the server's RSS before and
+after (VmRSS from /proc).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from tests.services import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+JSON = {"Content-Type": "application/json"}
+MODELS = 40
+HOSTILE = ["next", "ones", "invalid", "deep", "bulk", "ids"]
+QUESTIONS = 1000
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+def start_server(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    config = folder / "serve.toml"
+    config.write_text(
+        f"""
+[store]
+kind = "sqlite"
+path = "{folder / "state.db"}"
+[http]
+listen = "127.0.0.1:{port}"
+[[runs]]
+run = "bench"
+question_count = {QUESTIONS}
+[[runs]]
+run = "bulk"
+question_count = {QUESTIONS}
+"""
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "monitor.cli", "serve", "--config", str(config)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).is_success:
+                return process, base
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    process.kill()
+    raise RuntimeError("serve did not start")
+
+
+async def fill(client: httpx.AsyncClient) -> None:
+    events = [
+        {"model": f"m{m}", "question": q, "trial": 0, "correct": (q * (m + 1)) % 3 == 0}
+        for m in range(MODELS)
+        for q in range(QUESTIONS)
+    ]
+    for start in range(0, len(events), 5000):
+        response = await client.post(
+            "/runs/bench/trials", json=events[start : start + 5000]
+        )
+        response.raise_for_status()
+
+
+async def good_requests(
+    client: httpx.AsyncClient, duration_s: float, first_trial: int
+) -> list[float]:
+    latencies = []
+    trial = first_trial
+    deadline = time.monotonic() + duration_s
+    while time.monotonic() < deadline:
+        body = {
+            "model": "m0",
+            "question": trial % QUESTIONS,
+            "trial": trial,
+            "category": 1,
+        }
+        started = time.perf_counter()
+        response = await client.post("/runs/bench/trials", json=body)
+        latencies.append(time.perf_counter() - started)
+        if response.status_code != 200:
+            raise RuntimeError(f"good request failed: {response.status_code}")
+        trial += 1
+    return latencies
+
+
+async def hostile(
+    client: httpx.AsyncClient,
+    name: str,
+    stop: asyncio.Event,
+    codes: collections.Counter[tuple[str, int]],
+) -> None:
+    ones = b"[" + b"1," * 199_999 + b"1]"
+    invalid = json.dumps(
+        [
+            {"model": "x", "question": 0, "trial": t, "category": 9}
+            for t in range(10_000)
+        ]
+    ).encode()
+    deep = b"[" * 2000
+    counter = 0
+    while not stop.is_set():
+        if name == "next":
+            response = await client.get("/runs/bench/next", params={"budget": 1_000})
+        elif name == "ones":
+            response = await client.post(
+                "/runs/bench/trials", content=ones, headers=JSON
+            )
+        elif name == "invalid":
+            response = await client.post(
+                "/runs/bench/trials", content=invalid, headers=JSON
+            )
+        elif name == "deep":
+            response = await client.post(
+                "/runs/bench/trials", content=deep, headers=JSON
+            )
+            codes[(name, response.status_code)] += 1
+            response = await client.post(
+                "/runs/bench/trials",
+                content=b"{}",
+                headers={"Content-Type": "text/plain"},
+            )
+        elif name == "bulk":
+            events = [
+                {
+                    "model": f"b{counter % 5}",
+                    "question": q % QUESTIONS,
+                    "trial": counter * 10 + q // QUESTIONS,
+                    "correct": True,
+                }
+                for q in range(10_000)
+            ]
+            counter += 1
+            response = await client.post("/runs/bulk/trials", json=events)
+        else:  # ids
+            response = await client.get(
+                "/runs/bench/events", headers={b"Last-Event-ID": b"\xb2"}
+            )
+            codes[(name, response.status_code)] += 1
+            response = await client.get(
+                "/runs/bench/events", params={"since": "9" * 5000}
+            )
+        codes[(name, response.status_code)] += 1
+
+
+def stalled_subscriber(base: str) -> socket.socket:
+    """An SSE client that sends its request and never reads the answer."""
+    host, port = base.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.sendall(f"GET /runs/bench/events HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+    return sock
+
+
+def summary(latencies: list[float]) -> dict[str, float]:
+    values = np.array(latencies) * 1000
+    return {
+        "requests": len(values),
+        "p50_ms": round(float(np.percentile(values, 50)), 2),
+        "p99_ms": round(float(np.percentile(values, 99)), 2),
+        "max_ms": round(float(values.max()), 2),
+    }
+
+
+async def measure(
+    base: str, pid: int, duration_s: float, names: list[str]
+) -> dict[str, object]:
+    limits = httpx.Limits(max_connections=20)
+    async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as client:
+        await fill(client)
+        await asyncio.sleep(1.0)
+        rss_before = rss_mb(pid)
+        baseline = await good_requests(client, duration_s / 3, 10**6)
+        stop = asyncio.Event()
+        codes: collections.Counter[tuple[str, int]] = collections.Counter()
+        subscriber = stalled_subscriber(base)
+        async with httpx.AsyncClient(base_url=base, timeout=120) as attacker:
+            tasks = [
+                asyncio.create_task(hostile(attacker, name, stop, codes))
+                for name in names
+            ]
+            await asyncio.sleep(0.5)
+            loaded = await good_requests(client, duration_s, 2 * 10**6)
+            stop.set()
+            await asyncio.gather(*tasks)
+        rss_after = rss_mb(pid)
+        subscriber.close()
+        status = (await client.get("/runs/bench/status")).json()
+    return {
+        "baseline": summary(baseline),
+        "under_hostile_load": summary(loaded),
+        "hostile_answers": {f"{n} {c}": k for (n, c), k in sorted(codes.items())},
+        "server_errors": sum(k for (_, c), k in codes.items() if c >= 500),
+        "rss_mb_before": round(rss_before, 1),
+        "rss_mb_after": round(rss_after, 1),
+        "good_trials_counted": status["trials"] - MODELS * QUESTIONS,
+        "good_trials_sent": len(baseline) + len(loaded),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument(
+        "--only", nargs="*", choices=HOSTILE, default=HOSTILE, help="hostile clients"
+    )
+    arguments = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        process, base = start_server(Path(folder))
+        try:
+            result = asyncio.run(
+                measure(base, process.pid, arguments.seconds, arguments.only)
+            )
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+    print(json.dumps(result, indent=2))
+    if os.environ.get("CI") is None and result["server_errors"]:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
