@@ -36,6 +36,7 @@ from monitor.parsing import (
     parse_payload,
     plain_trial,
 )
+from monitor.reservations import Key, Reservations
 from monitor.run import Refusal, RunState
 from monitor.schema import (
     ModelStatus,
@@ -58,6 +59,8 @@ from monitor.store import (
 )
 
 EventInput = Mapping[str, object] | TrialEvent
+# How long a plan's reservations last unless reported (see Monitor.next).
+DEFAULT_LEASE_S = 600.0
 
 
 class Monitor:
@@ -112,6 +115,7 @@ class Monitor:
         self._fired: set[tuple[str, str, str]] = set()
         self._listeners: list[Callable[[StoredEvent], None]] = []
         self._cursors: dict[str, str] = {}
+        self._reservations = Reservations()
         self._closed = False
         self._reload()
 
@@ -551,21 +555,71 @@ class Monitor:
     def statuses(self) -> list[Status]:
         return [self.status(run) for run in self.runs]
 
-    def next(self, run: str, budget: int) -> list[NextItem]:
-        """Which (model, question, trials) to run next with ``budget`` trials."""
-        if budget < 0:
-            raise ValueError(f"budget must be >= 0; got {budget}")
+    def next(
+        self, run: str, budget: int, *, lease_s: float = DEFAULT_LEASE_S
+    ) -> list[NextItem]:
+        """Reserve ``budget`` trials: which (model, question, trials) to run next.
+
+        The plan is a lease (every item carries its ``lease`` id and
+        ``expires``): its trials count as in flight, in this and every later
+        plan and against ``max_trials_per_question``, until they are
+        reported (release goes by counts, oldest lease first) or the lease
+        expires after ``lease_s`` seconds. ``lease_s=0`` plans without
+        reserving (a look ahead; in-flight trials still count).
+
+        Raises:
+            ValueError: for a negative budget or lease.
+        """
+        if budget < 0 or not lease_s >= 0:
+            raise ValueError(
+                f"budget and lease_s must be >= 0; got {budget} and {lease_s}"
+            )
         state = self._run(run)
         decision = self._decision(run)
+        now = self._clock()
         models = [name for name in decision.order if name in decision.needs_trials]
         question_trials = {model: state.question_trials(model) for model in models}
-        return plan(
+        reported = self._reported(state, self._reservations.keys(run))
+        flying = self._reservations.in_flight(run, reported, now)
+        for (model, question), count in flying.items():
+            if model in question_trials and question in question_trials[model]:
+                question_trials[model][question] += count
+        items = plan(
             models,
             question_trials,
             budget,
             state.config.max_trials_per_question,
             state.cost_shares(models),
         )
+        if lease_s == 0:
+            return items
+        planned = self._reported(state, [(i.model, i.question) for i in items])
+        lease = self._reservations.reserve(run, items, planned, now, lease_s)
+        if lease is None:
+            return items
+        return [
+            item.model_copy(update={"lease": lease.id, "expires": lease.expires})
+            for item in items
+        ]
+
+    def in_flight(self, run: str) -> dict[Key, int]:
+        """Reserved trials not yet reported, per (model, question)."""
+        state = self._run(run)
+        reported = self._reported(state, self._reservations.keys(run))
+        return self._reservations.in_flight(run, reported, self._clock())
+
+    @staticmethod
+    def _reported(state: RunState, keys: Iterable[Key]) -> dict[Key, int]:
+        """Reported trials of (model, question) pairs, from fresh counts."""
+        per_model: dict[str, dict[str, int]] = {}
+        result: dict[Key, int] = {}
+        for model, question in keys:
+            if model not in per_model:
+                per_model[model] = (
+                    state.question_trials(model) if model in state.tables else {}
+                )
+            result[(model, question)] = per_model[model].get(question, 0)
+        return result
 
     def models_needing_trials(self, run: str) -> list[str]:
         """The run's models that still need trials, best first."""

@@ -31,6 +31,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from monitor.config import HttpSettings
+from monitor.engine import DEFAULT_LEASE_S
 from monitor.errors import ConfigError, StoreError, UnknownRunError
 from monitor.interfaces import Payload
 from monitor.schema import NextItem, RunConfig, Status
@@ -142,9 +143,12 @@ def create_app(
 
     @app.get("/runs/{run}/next")
     async def next_trials(
-        run: str, request: Request, budget: Annotated[int, Query(ge=0, le=10_000_000)]
+        run: str,
+        request: Request,
+        budget: Annotated[int, Query(ge=0, le=10_000_000)],
+        lease_s: Annotated[float, Query(ge=0, le=7 * 86_400)] = DEFAULT_LEASE_S,
     ) -> list[NextItem]:
-        return await _service(request).next(run, budget)
+        return await _service(request).next(run, budget, lease_s)
 
     @app.get("/runs/{run}/trace")
     async def trace(run: str, request: Request) -> list[TracePointOut]:

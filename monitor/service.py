@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TypeVar
 
-from monitor.engine import Monitor
+from monitor.engine import DEFAULT_LEASE_S, Monitor
 from monitor.interfaces import Payload, Publisher, TrialSource
 from monitor.parsing import Parsed, parse_payload
 from monitor.schema import NextItem, Rejection, RunConfig, Status
@@ -178,8 +178,12 @@ class Service:
     async def status(self, run: str) -> Status:
         return await self.call(functools.partial(self._monitor.status, run))
 
-    async def next(self, run: str, budget: int) -> list[NextItem]:
-        return await self.call(functools.partial(self._monitor.next, run, budget))
+    async def next(
+        self, run: str, budget: int, lease_s: float = DEFAULT_LEASE_S
+    ) -> list[NextItem]:
+        return await self.call(
+            functools.partial(self._monitor.next, run, budget, lease_s=lease_s)
+        )
 
     async def configure(self, config: RunConfig) -> RunConfig:
         configured = await self.call(functools.partial(self._monitor.configure, config))

@@ -7,6 +7,11 @@ batches (one request or message, a JSON array, per batch of a run), and
 retries with backoff. :class:`MonitorClient` is the same client for
 synchronous code; :func:`transport_for` picks a transport from a URL.
 
+A trial is one attempt: its id must be new for every eval and the same for
+every re-delivery of that attempt. :func:`attempt_id` makes one from an eval
+id (:func:`new_eval_id`, or the harness's own run id) and the attempt's
+index, so a second eval adds trials instead of overwriting the first.
+
 Retrying is safe because ingestion is idempotent: the monitor counts a trial
 once per ``(run, model, question, trial)`` however often it arrives, so a
 batch whose answer was lost is simply sent again. Only transient failures
@@ -22,6 +27,7 @@ import contextlib
 import enum
 import functools
 import logging
+import secrets
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass
@@ -37,6 +43,7 @@ from adapters.harness.transports import (
     Transport,
     check_run,
 )
+from monitor.engine import DEFAULT_LEASE_S
 from monitor.errors import MonitorError
 from monitor.schema import NextItem, RunConfig, Status, TrialEvent
 
@@ -76,6 +83,21 @@ class Retry:
         for _ in range(self.attempts - 1):
             yield delay
             delay = min(2.0 * delay, self.max_delay_s)
+
+
+def new_eval_id() -> str:
+    """A fresh eval id (22 URL-safe characters), made once per eval."""
+    return secrets.token_urlsafe(16)
+
+
+def attempt_id(eval_id: str, index: int | str) -> str:
+    """The trial id of attempt ``index`` of a question in eval ``eval_id``.
+
+    Examples:
+        >>> attempt_id("run-7", 3)
+        'run-7:3'
+    """
+    return f"{eval_id}:{index}"
 
 
 def transport_for(
@@ -311,20 +333,30 @@ class AsyncMonitorClient:
             functools.partial(self._transport.status, run),
         )
 
-    async def next(self, run: str, budget: int) -> list[NextItem]:
-        """Which (model, question, trials) to run next with ``budget`` trials.
+    async def next(
+        self, run: str, budget: int, *, lease_s: float = DEFAULT_LEASE_S
+    ) -> list[NextItem]:
+        """Reserve ``budget`` trials: which (model, question, trials) to run next.
+
+        Each item is a reservation with its ``lease`` and ``expires``: until
+        its trials are reported or the lease ends (after ``lease_s``
+        seconds), every later plan counts them as in flight, so two
+        schedulers asking at once never get the same room. ``lease_s=0``
+        only looks ahead (it reserves nothing).
 
         Raises:
-            ValueError: for a negative budget.
+            ValueError: for a negative budget or lease.
             NotImplementedError: over MQTT.
             UnknownRunError: when the monitor does not know the run.
         """
         self._require_running()
-        if budget < 0:
-            raise ValueError(f"budget must be >= 0; got {budget}")
+        if budget < 0 or not lease_s >= 0:
+            raise ValueError(
+                f"budget and lease_s must be >= 0; got {budget} and {lease_s}"
+            )
         return await self._retrying(
             f"planning run {run!r}",
-            functools.partial(self._transport.next, run, budget),
+            functools.partial(self._transport.next, run, budget, lease_s),
         )
 
     async def declare(self, config: RunConfig) -> RunConfig:
@@ -495,9 +527,11 @@ class MonitorClient:
         """The run's status."""
         return self._run(self._client.status(run))
 
-    def next(self, run: str, budget: int) -> list[NextItem]:
-        """Which (model, question, trials) to run next with ``budget`` trials."""
-        return self._run(self._client.next(run, budget))
+    def next(
+        self, run: str, budget: int, *, lease_s: float = DEFAULT_LEASE_S
+    ) -> list[NextItem]:
+        """Reserve trials to run next (see :meth:`AsyncMonitorClient.next`)."""
+        return self._run(self._client.next(run, budget, lease_s=lease_s))
 
     def declare(self, config: RunConfig) -> RunConfig:
         """Declare a run, or update it."""

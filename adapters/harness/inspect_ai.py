@@ -13,10 +13,18 @@ run        the task name (``SCORIO_MONITOR_RUN`` to choose another);
            ``/``, ``+`` and ``#`` become ``.``
 model      the evaluated model, e.g. ``openai/gpt-4o``
 question   the dataset sample id
-trial      the epoch minus one
+trial      the attempt: ``<eval id>:<epoch - 1>`` (see below)
 category   the score, mapped as below
 cost       the model's output tokens; working time (else total time)
 =========  ==========================================================
+
+A trial is one attempt. Its id joins the eval's own id (Inspect's
+``eval_id``, new for every ``inspect eval`` of a task and model) and the
+epoch, so a second eval of the same task and model adds trials instead of
+overwriting the first one's, while a re-delivery of the same sample-epoch
+(the hook retrying a batch) is counted once. State files written when the
+trial id was the bare epoch (``0``, ``1``, ...) keep their trials: new ids
+never collide with them.
 
 Scores become categories: a string through ``SCORIO_MONITOR_CATEGORIES`` (a
 JSON object), by default ``C`` → 1, ``I`` → 0, ``P`` → 0, ``N`` → 0 (a
@@ -215,10 +223,29 @@ def category_of(value: object, categories: Mapping[str, int]) -> int | None:
     return None
 
 
+def attempt_id(eval_id: str, epoch: int) -> str:
+    """The trial id of an eval's sample-epoch (``epoch`` counts from 1).
+
+    Examples:
+        >>> attempt_id("Xk3fPq", 1)
+        'Xk3fPq:0'
+    """
+    return f"{eval_id}:{epoch - 1}"
+
+
 def trial_event(
-    sample: EvalSample, *, run: str, model: str, settings: InspectSettings
+    sample: EvalSample,
+    *,
+    run: str,
+    model: str,
+    eval_id: str,
+    settings: InspectSettings,
 ) -> TrialEvent | None:
-    """The trial a finished sample-epoch stands for; ``None`` (logged) if none."""
+    """The trial a finished sample-epoch stands for; ``None`` (logged) if none.
+
+    ``eval_id`` is the eval's id (``EvalSpec.eval_id``): with the epoch it
+    makes the trial id (:func:`attempt_id`).
+    """
     where = f"{model} on sample {sample.id!r}, epoch {sample.epoch}"
     if sample.error is not None:
         log.info("not counted: %s failed: %s", where, sample.error.message)
@@ -243,7 +270,7 @@ def trial_event(
         run=run,
         model=model,
         question=str(sample.id),
-        trial=str(sample.epoch - 1),
+        trial=attempt_id(eval_id, sample.epoch),
         category=category,
         cost=_cost(sample, model),
         ts=_timestamp(sample.completed_at),
@@ -293,6 +320,7 @@ class _Reporter:
 @dataclass(frozen=True, slots=True)
 class _TaskReport:
     run_id: str
+    eval_id: str
     run: str
     model: str
 
@@ -342,6 +370,7 @@ class MonitorHook(Hooks):
         if reporter is not None:
             self._tasks[data.eval_id] = _TaskReport(
                 run_id=data.run_id,
+                eval_id=data.eval_id,
                 run=reporter.settings.run or run_name(data.spec.task),
                 model=data.spec.model,
             )
@@ -353,7 +382,11 @@ class MonitorHook(Hooks):
         if task is None or reporter is None:
             return
         event = trial_event(
-            data.sample, run=task.run, model=task.model, settings=reporter.settings
+            data.sample,
+            run=task.run,
+            model=task.model,
+            eval_id=task.eval_id,
+            settings=reporter.settings,
         )
         if event is None:
             return

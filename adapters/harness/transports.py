@@ -103,8 +103,8 @@ class Transport(Protocol):
         """The run's status."""
         ...
 
-    async def next(self, run: str, budget: int) -> list[NextItem]:
-        """Which (model, question, trials) to run next with ``budget`` trials."""
+    async def next(self, run: str, budget: int, lease_s: float) -> list[NextItem]:
+        """Reserve ``budget`` trials for ``lease_s`` seconds (0: plan only)."""
         ...
 
     async def declare(self, config: RunConfig) -> RunConfig:
@@ -187,9 +187,12 @@ class HttpTransport:
         response = await self._request("GET", f"{_run_path(run)}/status", run)
         return _parsed(Status.model_validate_json, response)
 
-    async def next(self, run: str, budget: int) -> list[NextItem]:
+    async def next(self, run: str, budget: int, lease_s: float) -> list[NextItem]:
         response = await self._request(
-            "GET", f"{_run_path(run)}/next", run, params={"budget": budget}
+            "GET",
+            f"{_run_path(run)}/next",
+            run,
+            params={"budget": budget, "lease_s": lease_s},
         )
         return _parsed(_NEXT_ITEMS.validate_json, response)
 
@@ -206,7 +209,7 @@ class HttpTransport:
         run: str | None,
         *,
         content: bytes | None = None,
-        params: dict[str, int] | None = None,
+        params: dict[str, int | float] | None = None,
     ) -> httpx.Response:
         """The one place httpx's errors and HTTP statuses become monitor errors."""
         if self._http is None:
@@ -354,7 +357,7 @@ class MqttTransport:
             raise UnknownRunError(run) from None
         return self._statuses[run]
 
-    async def next(self, run: str, budget: int) -> list[NextItem]:
+    async def next(self, run: str, budget: int, lease_s: float) -> list[NextItem]:
         raise NotImplementedError(
             "next needs the HTTP API or an embedded monitor; MQTT carries trials "
             "and statuses only"
@@ -479,8 +482,10 @@ class EmbeddedTransport:
     async def status(self, run: str) -> Status:
         return await self._call(functools.partial(self._monitor.status, run))
 
-    async def next(self, run: str, budget: int) -> list[NextItem]:
-        return await self._call(functools.partial(self._monitor.next, run, budget))
+    async def next(self, run: str, budget: int, lease_s: float) -> list[NextItem]:
+        return await self._call(
+            functools.partial(self._monitor.next, run, budget, lease_s=lease_s)
+        )
 
     async def declare(self, config: RunConfig) -> RunConfig:
         return await self._call(functools.partial(self._monitor.configure, config))

@@ -8,7 +8,7 @@ samples file's folder, which lm-eval names after the model) and question
 ``doc_id`` (``<task>:<doc_id>`` when the options name another run, so the
 tasks of a group can share one run):
 
-- by default one trial (``0``) per document whose category is the logged
+- by default one trial per document whose category is the logged
   metric (``exact_match``, ``acc``: 0 or 1) of the task's first filter
   (``none`` when it has none); a filter whose value combines several
   generations (``maj@k``, a keep-all ``take_first_k``) is read only when
@@ -17,6 +17,13 @@ tasks of a group can share one run):
   its position), re-scored by :mod:`adapters.lm_eval.rescoring` and checked
   against the logged value; tasks with one generation per document
   (multiple choice) keep the logged metric.
+
+A trial is one attempt: its id is ``<date>:<repeat>``, the date of the run
+that wrote the file (the ``<date>`` of ``samples_<task>_<date>.jsonl`` and
+``results_<date>.json``, new for every lm-eval run) and the generation's
+position (``0`` without repeats). Two runs into one output directory so add
+up, while reading the same files again counts nothing twice. Legacy files
+(lm-eval 0.4.0-0.4.2, no date in the name) keep the bare position.
 
 A line that cannot be read becomes a :class:`Rejection` naming the file and
 line (a sample number in legacy files, which are one JSON array).
@@ -176,6 +183,7 @@ class _Context:
     run: str
     model: str
     prefix: str
+    attempt: str
     config: Mapping[str, object] | None
 
 
@@ -262,7 +270,8 @@ class _SamplesFile:
         config = None if results is None else results.configs.get(task)
         run = self._options.run or task
         prefix = "" if run == task else f"{task}:"
-        return _Context(run, model, prefix, config), problems
+        attempt = "" if date is None else f"{date}:"
+        return _Context(run, model, prefix, attempt, config), problems
 
     def _read_array(self, handle: BinaryIO, final: bool) -> Iterator[Item]:
         """A legacy file: one JSON array of samples, read once it is complete."""
@@ -452,7 +461,9 @@ class _SamplesFile:
             "run": self._context.run,
             "model": self._context.model,
             "question": self._context.prefix + question,
-            "trial": trial,
+            "trial": self._context.attempt + str(trial)
+            if self._context.attempt
+            else trial,
             "category": category,
         }
 

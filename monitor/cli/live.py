@@ -15,6 +15,7 @@ import uvicorn
 from rich.console import Console, Group
 from rich.live import Live
 
+from adapters.harness.client import MonitorClient, Retry, transport_for
 from adapters.jsonl import Cursor, JsonLines, JsonLinesSource
 from adapters.prometheus import metrics_renderer
 from monitor.cli.common import DEFAULT_STATE, Subparsers, print_statuses
@@ -22,7 +23,7 @@ from monitor.config import (
     HttpSettings,
     load_run_configs,
 )
-from monitor.engine import Monitor
+from monitor.engine import DEFAULT_LEASE_S, Monitor
 from monitor.http import create_app
 from monitor.schema import Status
 from monitor.service import Service
@@ -74,10 +75,29 @@ def add_commands(commands: Subparsers) -> None:
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(handler=run_status)
 
-    plan = commands.add_parser("next", help="which trials to run next")
+    plan = commands.add_parser(
+        "next",
+        help="which trials to run next",
+        description=(
+            "Plan BUDGET trials. Asked of a running service (--url), the plan "
+            "is a reservation: its trials count as in flight in every later "
+            "plan until reported or until the lease expires. A state file is "
+            "read as it is: its plan reserves nothing."
+        ),
+    )
     plan.add_argument("--state", type=Path, default=DEFAULT_STATE, help="state file")
+    plan.add_argument(
+        "--url", help="a running service's HTTP API, e.g. http://127.0.0.1:8000"
+    )
+    plan.add_argument("--token", help="bearer token for --url")
     plan.add_argument("--run", required=True, help="the run")
     plan.add_argument("--budget", type=int, required=True, help="trials to allocate")
+    plan.add_argument(
+        "--lease-s",
+        type=float,
+        default=DEFAULT_LEASE_S,
+        help=f"--url: how long the reservation lasts (default {DEFAULT_LEASE_S:g})",
+    )
     plan.add_argument("--json", action="store_true", help="print JSON")
     plan.set_defaults(handler=run_next)
 
@@ -201,13 +221,22 @@ def run_status(arguments: argparse.Namespace) -> int:
 
 
 def run_next(arguments: argparse.Namespace) -> int:
-    with Monitor(SqliteStore(arguments.state, read_only=True)) as monitor:
-        items = monitor.next(arguments.run, arguments.budget)
+    if arguments.url is not None:
+        transport = transport_for(arguments.url, token=arguments.token)
+        with MonitorClient(transport, retry=Retry(attempts=3)) as client:
+            items = client.next(
+                arguments.run, arguments.budget, lease_s=arguments.lease_s
+            )
+    else:
+        # A read-only file holds no reservation: the plan is a look ahead.
+        with Monitor(SqliteStore(arguments.state, read_only=True)) as monitor:
+            items = monitor.next(arguments.run, arguments.budget, lease_s=0)
     if arguments.json:
         print(json.dumps([item.model_dump() for item in items], indent=2))
     else:
         for item in items:
-            print(f"{item.model}\t{item.question}\t{item.trials}")
+            lease = "" if item.lease is None else f"\t{item.lease}\t{item.expires}"
+            print(f"{item.model}\t{item.question}\t{item.trials}{lease}")
     return 0
 
 

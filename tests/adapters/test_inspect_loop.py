@@ -1,0 +1,124 @@
+"""The harness loop with real Inspect evals: attempts, reservations, an absent monitor.
+
+The evals run on ``scorio-latency`` (tests/adapters/inspect_models.py), a
+provider of our own that waits per call, at Inspect's default concurrency
+(no ``max_samples``), with the monitor's hook and early stopping.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import io
+from pathlib import Path
+
+import pytest
+from inspect_ai import Task, eval_async
+from inspect_ai.dataset import MemoryDataset, Sample
+from inspect_ai.log import EvalLog, read_eval_log_async
+from inspect_ai.model import Model, get_model
+from inspect_ai.scorer import includes
+from inspect_ai.solver import generate
+from inspect_ai.util import EarlyStopping
+
+from monitor import Monitor, TrialEvent
+from monitor.sqlite_store import SqliteStore
+from tests.adapters import inspect_models
+from tests.adapters.test_inspect_ai import INSPECT_OWN_WARNINGS
+
+pytestmark = [pytest.mark.filterwarnings(text) for text in INSPECT_OWN_WARNINGS]
+QUESTIONS = [f"q{index}" for index in range(10)]
+PROVIDER = "scorio-latency"
+assert issubclass(inspect_models.LatencyModel, object)  # registers the provider
+
+
+def model(name: str, pattern: str, latency_s: float = 0.02) -> Model:
+    with contextlib.redirect_stdout(io.StringIO()):
+        return get_model(
+            f"{PROVIDER}/{name}", pattern=pattern, latency_s=latency_s, memoize=False
+        )
+
+
+def yes_no(epochs: int, early_stopping: EarlyStopping | None = None) -> Task:
+    dataset = MemoryDataset([Sample(id=q, input=q, target="yes") for q in QUESTIONS])
+    return Task(
+        name="yesno",
+        dataset=dataset,
+        solver=generate(),
+        scorer=includes(),
+        epochs=epochs,
+        early_stopping=early_stopping,
+    )
+
+
+async def evaluate(task: Task, models: list[Model], log_dir: Path) -> list[EvalLog]:
+    """Run the task for every model at Inspect's default concurrency."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        logs = await eval_async(
+            task, model=models, log_dir=str(log_dir), fail_on_error=False
+        )
+    gc.collect()
+    return [await read_eval_log_async(log.location) for log in logs]
+
+
+def trials_in(state: Path, run: str) -> int:
+    with Monitor(SqliteStore(state, read_only=True)) as monitor:
+        return monitor.status(run).trials
+
+
+@pytest.fixture(autouse=True)
+def quiet_inspect(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INSPECT_DISPLAY", "none")
+    for name in ("SCORIO_MONITOR_URL", "SCORIO_MONITOR_STATE", "SCORIO_MONITOR_RUN"):
+        monkeypatch.delenv(name, raising=False)
+
+
+# -- 1. a trial is one attempt ---------------------------------------------
+
+
+async def test_a_second_eval_adds_trials_instead_of_overwriting_the_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = tmp_path / "state.db"
+    monkeypatch.setenv("SCORIO_MONITOR_STATE", str(state))
+    models = [model("a", "1"), model("b", "10")]
+
+    await evaluate(yes_no(epochs=5), models, tmp_path / "logs")
+    once = trials_in(state, "yesno")
+    await evaluate(yes_no(epochs=5), models, tmp_path / "logs")
+    twice = trials_in(state, "yesno")
+
+    assert once == 2 * len(QUESTIONS) * 5
+    assert twice == 2 * once
+    with Monitor(SqliteStore(state, read_only=True)) as monitor:
+        status = monitor.status("yesno")
+    assert status.duplicates == 0 and status.corrections == 0
+    by_model = {row.model: row for row in status.models}
+    # a always answers yes; b alternates, over both evals.
+    assert by_model[f"{PROVIDER}/a"].trials == by_model[f"{PROVIDER}/b"].trials == 100
+
+
+async def test_a_state_file_with_epoch_ids_keeps_its_trials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = tmp_path / "state.db"
+    # Written the old way: the trial id was the bare epoch.
+    with Monitor(state) as monitor:
+        monitor.ingest(
+            [
+                TrialEvent(
+                    run="yesno",
+                    model=f"{PROVIDER}/a",
+                    question=q,
+                    trial=str(epoch),
+                    correct=True,
+                )
+                for q in QUESTIONS
+                for epoch in range(3)
+            ]
+        )
+    monkeypatch.setenv("SCORIO_MONITOR_STATE", str(state))
+
+    await evaluate(yes_no(epochs=3), [model("a", "1")], tmp_path / "logs")
+
+    assert trials_in(state, "yesno") == 2 * len(QUESTIONS) * 3
