@@ -556,7 +556,12 @@ class Monitor:
         return [self.status(run) for run in self.runs]
 
     def next(
-        self, run: str, budget: int, *, lease_s: float = DEFAULT_LEASE_S
+        self,
+        run: str,
+        budget: int,
+        *,
+        lease_s: float = DEFAULT_LEASE_S,
+        model: str | None = None,
     ) -> list[NextItem]:
         """Reserve ``budget`` trials: which (model, question, trials) to run next.
 
@@ -565,7 +570,8 @@ class Monitor:
         plan and against ``max_trials_per_question``, until they are
         reported (release goes by counts, oldest lease first) or the lease
         expires after ``lease_s`` seconds. ``lease_s=0`` plans without
-        reserving (a look ahead; in-flight trials still count).
+        reserving (a look ahead; in-flight trials still count). ``model``
+        plans for that model only (a scheduler that runs one model).
 
         Raises:
             ValueError: for a negative budget or lease.
@@ -577,13 +583,17 @@ class Monitor:
         state = self._run(run)
         decision = self._decision(run)
         now = self._clock()
-        models = [name for name in decision.order if name in decision.needs_trials]
-        question_trials = {model: state.question_trials(model) for model in models}
+        models = [
+            name
+            for name in decision.order
+            if name in decision.needs_trials and model in (None, name)
+        ]
+        question_trials = {name: state.question_trials(name) for name in models}
         reported = self._reported(state, self._reservations.keys(run))
         flying = self._reservations.in_flight(run, reported, now)
-        for (model, question), count in flying.items():
-            if model in question_trials and question in question_trials[model]:
-                question_trials[model][question] += count
+        for (name, question), count in flying.items():
+            if name in question_trials and question in question_trials[name]:
+                question_trials[name][question] += count
         items = plan(
             models,
             question_trials,
@@ -687,7 +697,17 @@ class Monitor:
         return f"unknown run {run!r}; declared runs: {declared}"
 
     def _decision(self, run: str) -> RunDecision:
-        if run in self._dirty or run not in self._decisions:
+        if (
+            run in self._dirty
+            or run not in self._decisions
+            or (
+                # Other writers' trials (a shared store, a file another
+                # process writes): look again once they may have changed.
+                self._store.is_shared
+                and self._clock() - self._last_refresh.get(run, -math.inf)
+                >= self._shared_refresh_s
+            )
+        ):
             self._dirty.add(run)
             self._look_dirty(self._clock(), force=True, only=[run])
         return self._decisions[run]

@@ -147,8 +147,9 @@ def create_app(
         request: Request,
         budget: Annotated[int, Query(ge=0, le=10_000_000)],
         lease_s: Annotated[float, Query(ge=0, le=7 * 86_400)] = DEFAULT_LEASE_S,
+        model: Annotated[str | None, Query(max_length=256)] = None,
     ) -> list[NextItem]:
-        return await _service(request).next(run, budget, lease_s)
+        return await _service(request).next(run, budget, lease_s, model)
 
     @app.get("/runs/{run}/trace")
     async def trace(run: str, request: Request) -> list[TracePointOut]:

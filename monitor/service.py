@@ -179,10 +179,16 @@ class Service:
         return await self.call(functools.partial(self._monitor.status, run))
 
     async def next(
-        self, run: str, budget: int, lease_s: float = DEFAULT_LEASE_S
+        self,
+        run: str,
+        budget: int,
+        lease_s: float = DEFAULT_LEASE_S,
+        model: str | None = None,
     ) -> list[NextItem]:
         return await self.call(
-            functools.partial(self._monitor.next, run, budget, lease_s=lease_s)
+            functools.partial(
+                self._monitor.next, run, budget, lease_s=lease_s, model=model
+            )
         )
 
     async def configure(self, config: RunConfig) -> RunConfig:

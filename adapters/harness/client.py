@@ -334,7 +334,12 @@ class AsyncMonitorClient:
         )
 
     async def next(
-        self, run: str, budget: int, *, lease_s: float = DEFAULT_LEASE_S
+        self,
+        run: str,
+        budget: int,
+        *,
+        lease_s: float = DEFAULT_LEASE_S,
+        model: str | None = None,
     ) -> list[NextItem]:
         """Reserve ``budget`` trials: which (model, question, trials) to run next.
 
@@ -342,7 +347,8 @@ class AsyncMonitorClient:
         its trials are reported or the lease ends (after ``lease_s``
         seconds), every later plan counts them as in flight, so two
         schedulers asking at once never get the same room. ``lease_s=0``
-        only looks ahead (it reserves nothing).
+        only looks ahead (it reserves nothing); ``model`` plans for that
+        model alone.
 
         Raises:
             ValueError: for a negative budget or lease.
@@ -356,7 +362,7 @@ class AsyncMonitorClient:
             )
         return await self._retrying(
             f"planning run {run!r}",
-            functools.partial(self._transport.next, run, budget, lease_s),
+            functools.partial(self._transport.next, run, budget, lease_s, model),
         )
 
     async def declare(self, config: RunConfig) -> RunConfig:
@@ -528,10 +534,15 @@ class MonitorClient:
         return self._run(self._client.status(run))
 
     def next(
-        self, run: str, budget: int, *, lease_s: float = DEFAULT_LEASE_S
+        self,
+        run: str,
+        budget: int,
+        *,
+        lease_s: float = DEFAULT_LEASE_S,
+        model: str | None = None,
     ) -> list[NextItem]:
         """Reserve trials to run next (see :meth:`AsyncMonitorClient.next`)."""
-        return self._run(self._client.next(run, budget, lease_s=lease_s))
+        return self._run(self._client.next(run, budget, lease_s=lease_s, model=model))
 
     def declare(self, config: RunConfig) -> RunConfig:
         """Declare a run, or update it."""

@@ -168,11 +168,13 @@ async def connect(
     flush_interval_s: float | None = None,
     read_only: bool = False,
     retry: Retry | None = None,
+    run: str | None = None,
 ) -> AsyncIterator[AsyncMonitorClient]:
     """A client for the settings' monitor; an embedded one opens the state file.
 
     ``read_only`` opens the state file for reading while another process
-    (or the hook) writes it: the client sees the state as it was opened.
+    (or the hook) writes it: the client follows the trials appended since
+    (at each status or plan). ``run`` (read-only) reads that run only.
 
     Raises:
         StoreError: when the state file cannot be opened.
@@ -191,7 +193,10 @@ async def connect(
         return
     path = settings.state or "scorio-monitor.db"
     monitor = await asyncio.to_thread(
-        lambda: Monitor(SqliteStore(path, read_only=read_only))
+        lambda: Monitor(
+            SqliteStore(path, read_only=read_only, run=run if read_only else None),
+            shared_refresh_s=0.0,
+        )
     )
     try:
         async with AsyncMonitorClient(

@@ -103,7 +103,9 @@ class Transport(Protocol):
         """The run's status."""
         ...
 
-    async def next(self, run: str, budget: int, lease_s: float) -> list[NextItem]:
+    async def next(
+        self, run: str, budget: int, lease_s: float, model: str | None = None
+    ) -> list[NextItem]:
         """Reserve ``budget`` trials for ``lease_s`` seconds (0: plan only)."""
         ...
 
@@ -187,12 +189,14 @@ class HttpTransport:
         response = await self._request("GET", f"{_run_path(run)}/status", run)
         return _parsed(Status.model_validate_json, response)
 
-    async def next(self, run: str, budget: int, lease_s: float) -> list[NextItem]:
+    async def next(
+        self, run: str, budget: int, lease_s: float, model: str | None = None
+    ) -> list[NextItem]:
+        params: dict[str, int | float | str] = {"budget": budget, "lease_s": lease_s}
+        if model is not None:
+            params["model"] = model
         response = await self._request(
-            "GET",
-            f"{_run_path(run)}/next",
-            run,
-            params={"budget": budget, "lease_s": lease_s},
+            "GET", f"{_run_path(run)}/next", run, params=params
         )
         return _parsed(_NEXT_ITEMS.validate_json, response)
 
@@ -209,7 +213,7 @@ class HttpTransport:
         run: str | None,
         *,
         content: bytes | None = None,
-        params: dict[str, int | float] | None = None,
+        params: dict[str, int | float | str] | None = None,
     ) -> httpx.Response:
         """The one place httpx's errors and HTTP statuses become monitor errors."""
         if self._http is None:
@@ -357,7 +361,9 @@ class MqttTransport:
             raise UnknownRunError(run) from None
         return self._statuses[run]
 
-    async def next(self, run: str, budget: int, lease_s: float) -> list[NextItem]:
+    async def next(
+        self, run: str, budget: int, lease_s: float, model: str | None = None
+    ) -> list[NextItem]:
         raise NotImplementedError(
             "next needs the HTTP API or an embedded monitor; MQTT carries trials "
             "and statuses only"
@@ -482,9 +488,13 @@ class EmbeddedTransport:
     async def status(self, run: str) -> Status:
         return await self._call(functools.partial(self._monitor.status, run))
 
-    async def next(self, run: str, budget: int, lease_s: float) -> list[NextItem]:
+    async def next(
+        self, run: str, budget: int, lease_s: float, model: str | None = None
+    ) -> list[NextItem]:
         return await self._call(
-            functools.partial(self._monitor.next, run, budget, lease_s=lease_s)
+            functools.partial(
+                self._monitor.next, run, budget, lease_s=lease_s, model=model
+            )
         )
 
     async def declare(self, config: RunConfig) -> RunConfig:

@@ -431,12 +431,13 @@ async def test_early_stopping_skips_a_question_allocation_passes_over() -> None:
     skipped = await stopping.schedule_sample("q0", 2)
     assert skipped is not None and skipped.reason is not None
     assert "allocation asks for other questions" in skipped.reason
-    assert await stopping.complete_task() == {
-        "run": "capitals",
-        "model": "mockllm/a",
-        "scheduled": 2,
-        "skipped": 1,
-    }
+    summary = await stopping.complete_task()
+    assert summary["scheduled"] == 2 and summary["skipped"] == 1
+    # Each look reserved a round for model a, never q0 (at the cap) nor b's
+    # questions; the trial let through is in flight until reported.
+    assert summary["reserved"] == sum(monitor.in_flight("capitals").values())
+    assert ("mockllm/a", "q0") not in monitor.in_flight("capitals")
+    assert all(model == "mockllm/a" for model, _ in monitor.in_flight("capitals"))
 
 
 async def test_a_misconfigured_hook_logs_why_and_never_stops_the_eval(

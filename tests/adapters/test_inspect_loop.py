@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import io
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -21,10 +22,15 @@ from inspect_ai.scorer import includes
 from inspect_ai.solver import generate
 from inspect_ai.util import EarlyStopping
 
-from monitor import Monitor, TrialEvent
+from adapters.harness.early_stopping import MonitorEarlyStopping
+from monitor import Monitor, RunConfig, TrialEvent
+from monitor.config import HttpSettings
+from monitor.http import create_app
+from monitor.service import Service
 from monitor.sqlite_store import SqliteStore
 from tests.adapters import inspect_models
 from tests.adapters.test_inspect_ai import INSPECT_OWN_WARNINGS
+from tests.helpers import serving
 
 pytestmark = [pytest.mark.filterwarnings(text) for text in INSPECT_OWN_WARNINGS]
 QUESTIONS = [f"q{index}" for index in range(10)]
@@ -122,3 +128,51 @@ async def test_a_state_file_with_epoch_ids_keeps_its_trials(
     await evaluate(yes_no(epochs=3), [model("a", "1")], tmp_path / "logs")
 
     assert trials_in(state, "yesno") == 2 * len(QUESTIONS) * 3
+
+
+# -- 2. reservations keep every question within its budget -----------------
+
+
+@pytest.mark.parametrize("transport", ["state", "http"])
+async def test_early_stopping_never_runs_a_question_beyond_its_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, transport: str
+) -> None:
+    cap, epochs = 10, 40
+    # Two models that answer alike: their pair needs the whole budget.
+    models = [model("a", "10"), model("b", "01")]
+    config = RunConfig(
+        run="yesno",
+        questions=QUESTIONS,
+        models=[f"{PROVIDER}/a", f"{PROVIDER}/b"],
+        max_trials_per_question=cap,
+    )
+    monkeypatch.setenv("SCORIO_MONITOR_FLUSH_INTERVAL_S", "0.05")
+    stopping = MonitorEarlyStopping(refresh_s=0.2)
+    if transport == "state":
+        state = tmp_path / "state.db"
+        with Monitor(state) as monitor:
+            monitor.configure(config)
+        monkeypatch.setenv("SCORIO_MONITOR_STATE", str(state))
+        logs = await evaluate(yes_no(epochs, stopping), models, tmp_path / "logs")
+        with Monitor(SqliteStore(state, read_only=True)) as monitor:
+            counts = monitor.store.counts("yesno")
+    else:
+        async with Service(Monitor()) as service:
+            service.monitor.configure(config)
+            async with serving(create_app(service, HttpSettings())) as base:
+                monkeypatch.setenv("SCORIO_MONITOR_URL", base)
+                logs = await evaluate(yes_no(epochs, stopping), models, tmp_path)
+            counts = service.monitor.store.counts("yesno")
+
+    for log in logs:
+        ran = Counter(str(sample.id) for sample in log.samples or [])
+        assert max(ran.values()) <= cap, ran
+        assert log.results is not None and log.results.early_stopping is not None
+        stops = log.results.early_stopping.early_stops
+        assert len(ran) == len(QUESTIONS)
+        assert sum(ran.values()) + len(stops) == len(QUESTIONS) * epochs
+    for table in counts.values():
+        per_question = [sum(row) for row in table.observed]
+        assert max(per_question) <= cap
+    # The pair needed the whole budget: some question reached the cap.
+    assert max(sum(row) for t in counts.values() for row in t.observed) == cap
