@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import TypeAlias
 
@@ -24,3 +25,22 @@ def print_statuses(statuses: list[Status]) -> None:
                 [status.model_dump(mode="json") for status in statuses], indent=2
             )
         )
+
+
+def add_url_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--url`` and ``--token``: send to a running service instead of a file."""
+    parser.add_argument(
+        "--url",
+        help="send the trials to a running service's HTTP API (e.g. "
+        "http://127.0.0.1:8000) instead of a state file",
+    )
+    parser.add_argument(
+        "--token",
+        help="bearer token for --url (default: $SCORIO_MONITOR_TOKEN)",
+    )
+
+
+def url_token(arguments: argparse.Namespace) -> str | None:
+    """The token for ``--url``: the option, else ``SCORIO_MONITOR_TOKEN``."""
+    token: str | None = arguments.token or os.environ.get("SCORIO_MONITOR_TOKEN")
+    return token or None

@@ -7,7 +7,7 @@ import dataclasses
 import json
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -19,7 +19,13 @@ from adapters.results_files import (
     read_row_items,
     read_trial_rows,
 )
-from monitor.cli.common import Subparsers, print_statuses
+from monitor.cli.common import (
+    Subparsers,
+    add_url_arguments,
+    print_statuses,
+    url_token,
+)
+from monitor.cli.remote import ingest_to_url
 from monitor.config import (
     load_run_configs,
 )
@@ -212,6 +218,7 @@ def _add_ingest_arguments(ingest: argparse.ArgumentParser) -> None:
     ingest.add_argument(
         "--json", action="store_true", help="print the final status JSON"
     )
+    add_url_arguments(ingest)
 
 
 def run_ingest(arguments: argparse.Namespace) -> int:
@@ -219,6 +226,8 @@ def run_ingest(arguments: argparse.Namespace) -> int:
     _check_ingest_options(arguments)
     if not path.exists() and not arguments.follow:
         raise ValueError(f"no such file or directory: {path}")
+    if arguments.url is not None:
+        return _ingest_to_url(path, arguments)
     state = arguments.state or _ingest_state(path)
     printer = _RejectionPrinter(path)
     events: list[StoredEvent] = []
@@ -260,6 +269,34 @@ def run_ingest(arguments: argparse.Namespace) -> int:
                     status_view(status, [e for e in events if e.run == status.run])
                 )
     if valid == 0:
+        print("scorio-monitor: no valid trials read", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _ingest_to_url(path: Path, arguments: argparse.Namespace) -> int:
+    """``ingest --url``: the same readers, into a running service."""
+    if arguments.format == "npz":
+        raise ValueError("--url takes --format lm-eval, jsonl or csv, not npz")
+    if arguments.state is not None:
+        raise ValueError("--url sends to a service; it keeps no --state")
+    if arguments.format == "lm-eval":
+        reader = _lm_eval_reader(path, arguments)
+        if arguments.follow:
+            _stop_reader_on_signals(reader)
+        batches: Iterable[ItemBatch] = reader.batches()
+    else:
+        batches = _row_batches(path, arguments)
+    sent, statuses = ingest_to_url(
+        batches, arguments.url, url_token(arguments), arguments.config
+    )
+    if arguments.json:
+        print_statuses(statuses)
+    else:
+        console = terminal()
+        for status in statuses:
+            console.print(status_view(status, []))
+    if sent.trials == 0:
         print("scorio-monitor: no valid trials read", file=sys.stderr)
         return 1
     return 0

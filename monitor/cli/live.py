@@ -18,7 +18,14 @@ from rich.live import Live
 from adapters.harness.client import MonitorClient, Retry, transport_for
 from adapters.jsonl import Cursor, JsonLines, JsonLinesSource
 from adapters.prometheus import metrics_renderer
-from monitor.cli.common import DEFAULT_STATE, Subparsers, print_statuses
+from monitor.cli.common import (
+    DEFAULT_STATE,
+    Subparsers,
+    add_url_arguments,
+    print_statuses,
+    url_token,
+)
+from monitor.cli.remote import resume_point, watch_to_url
 from monitor.config import (
     HttpSettings,
     load_run_configs,
@@ -65,6 +72,7 @@ def add_commands(commands: Subparsers) -> None:
         metavar="PORT",
         help="also serve the API and live dashboard on 127.0.0.1:PORT until stopped",
     )
+    add_url_arguments(watch_command)
     watch_command.set_defaults(handler=run_watch)
 
     status = commands.add_parser(
@@ -106,6 +114,8 @@ def run_watch(arguments: argparse.Namespace) -> int:
     path = None if arguments.path == "-" else Path(arguments.path)
     if path is not None and not path.exists():
         raise ValueError(f"no such file: {path}")
+    if arguments.url is not None:
+        return _watch_to_url(path, arguments)
     state = arguments.state or (
         DEFAULT_STATE if path is None else path.with_name(path.stem + ".monitor.db")
     )
@@ -154,6 +164,27 @@ def run_watch(arguments: argparse.Namespace) -> int:
                     status_view(status, [e for e in events if e.run == status.run])
                 )
     if totals.items and totals.valid == 0:
+        print("scorio-monitor: no valid trial events read", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _watch_to_url(path: Path | None, arguments: argparse.Namespace) -> int:
+    """``watch --url``: follow the file into a running service."""
+    if arguments.state is not None or arguments.http is not None:
+        raise ValueError("--url sends to a service; it takes no --state or --http")
+    source = JsonLines(path, follow=arguments.follow, resume=resume_point(path))
+    _stop_on_signals(source)
+    sent, statuses = watch_to_url(
+        source, path, arguments.url, url_token(arguments), arguments.config
+    )
+    if arguments.json:
+        print_statuses(statuses)
+    else:
+        console = terminal()
+        for status in statuses:
+            console.print(status_view(status, []))
+    if sent.trials == 0 and sent.rejected:
         print("scorio-monitor: no valid trial events read", file=sys.stderr)
         return 1
     return 0
