@@ -12,6 +12,14 @@ every re-delivery of that attempt. :func:`attempt_id` makes one from an eval
 id (:func:`new_eval_id`, or the harness's own run id) and the attempt's
 index, so a second eval adds trials instead of overwriting the first.
 
+When the monitor is away the client goes on without it: after an operation
+gives up, a circuit breaker (:mod:`adapters.harness.breaker`) makes later
+operations fail at once, without waiting on the network, until a probe finds
+the monitor back; it warns once per outage. Reported trials wait in a
+bounded buffer meanwhile and are sent when the monitor returns; when the
+buffer is full, new trials are dropped and counted (:attr:`dropped`), with
+one warning per overflow.
+
 Retrying is safe because ingestion is idempotent: the monitor counts a trial
 once per ``(run, model, question, trial)`` however often it arrives, so a
 batch whose answer was lost is simply sent again. Only transient failures
@@ -35,6 +43,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from adapters.harness.breaker import BreakerSettings, CircuitBreaker
 from adapters.harness.transports import (
     HttpTransport,
     MonitorUnavailableError,
@@ -134,6 +143,7 @@ class AsyncMonitorClient:
             call that filled it.
         max_buffered: The most unsent trials kept (see :attr:`is_full`).
         retry: Backoff for transient failures (default :class:`Retry`).
+        breaker: Waits of the circuit breaker after an operation gave up.
 
     Examples:
         >>> from monitor import Monitor
@@ -157,6 +167,7 @@ class AsyncMonitorClient:
         flush_interval_s: float | None = None,
         max_buffered: int = 100_000,
         retry: Retry | None = None,
+        breaker: BreakerSettings | None = None,
     ) -> None:
         if batch_size < 1 or max_buffered < batch_size:
             raise ValueError(
@@ -170,8 +181,13 @@ class AsyncMonitorClient:
         self._flush_interval_s = flush_interval_s
         self._max_buffered = max_buffered
         self._retry = retry if retry is not None else Retry()
+        self._breaker = CircuitBreaker(
+            breaker, what=f"scorio-monitor at {transport.name}"
+        )
         self._buffer: dict[str, list[TrialEvent]] = {}
         self._pending = 0
+        self._dropped = 0
+        self._overflowing = False
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._group: asyncio.TaskGroup | None = None
@@ -212,6 +228,8 @@ class AsyncMonitorClient:
             if self._flusher is not None and self._group is not None:
                 self._flusher.cancel()
                 await self._group.__aexit__(None, None, None)
+            # One last try even if the breaker is open: the monitor may be back.
+            self._breaker.probe_now()
             if kind is None:
                 await self.flush()
             else:
@@ -231,6 +249,16 @@ class AsyncMonitorClient:
         return self._pending
 
     @property
+    def dropped(self) -> int:
+        """Trials dropped because the buffer was full while the monitor was away."""
+        return self._dropped
+
+    @property
+    def monitor_away(self) -> bool:
+        """Whether the last operation found the monitor unreachable."""
+        return self._breaker.is_open
+
+    @property
     def is_full(self) -> bool:
         """Whether the buffer holds ``max_buffered`` trials.
 
@@ -242,10 +270,13 @@ class AsyncMonitorClient:
     async def report(self, events: TrialEvent | Iterable[TrialEvent]) -> None:
         """Buffer trials; send full batches (see the class docstring).
 
+        When the buffer is full and cannot be sent (the monitor is away),
+        these trials are dropped and counted in :attr:`dropped`, with one
+        warning per overflow.
+
         Raises:
             ValueError: for a run id with ``/``, ``+`` or ``#`` in it.
-            MonitorError: when the buffer was full and could not be sent
-                (these trials are then not buffered), or, without a
+            MonitorError: when the monitor refused a batch, or, without a
                 background task, when sending a full batch failed (they
                 stay buffered).
         """
@@ -254,7 +285,24 @@ class AsyncMonitorClient:
         for event in batch:
             check_run(event.run)
         if self._pending + len(batch) > self._max_buffered:
-            await self.flush()
+            with contextlib.suppress(MonitorUnavailableError):
+                await self.flush()
+            if self._pending + len(batch) > self._max_buffered:
+                self._dropped += len(batch)
+                if not self._overflowing:
+                    self._overflowing = True
+                    log.warning(
+                        "the monitor is away and %d trials wait to be sent: "
+                        "dropping new trials until it returns",
+                        self._pending,
+                    )
+                return
+        if self._overflowing:
+            self._overflowing = False
+            log.warning(
+                "sending trials again; %d were dropped while the buffer was full",
+                self._dropped,
+            )
         for event in batch:
             self._buffer.setdefault(event.run, []).append(event)
         self._pending += len(batch)
@@ -314,6 +362,9 @@ class AsyncMonitorClient:
             self._wake.clear()
             try:
                 await self._send(complete_only=False)
+            except MonitorUnavailableError as exc:
+                # The breaker warned once; this repeats every interval.
+                log.debug("background flush failed (%s); will try again", exc)
             except MonitorError as exc:
                 log.warning("background flush failed (%s); will try again", exc)
             except Exception:
@@ -389,21 +440,31 @@ class AsyncMonitorClient:
     async def _retrying(
         self, action: str, operation: Callable[[], Awaitable[Result]]
     ) -> Result:
+        if not self._breaker.allows():
+            raise MonitorUnavailableError(
+                f"{action}: the monitor is unreachable; next try in "
+                f"{self._breaker.retry_in_s:.1f} s",
+                attempts=0,
+            )
         delays = self._retry.delays()
         attempt = 0
         while True:
             attempt += 1
             try:
-                return await operation()
+                result = await operation()
             except MonitorUnavailableError as exc:
                 delay = next(delays, None)
                 if delay is None:
+                    self._breaker.failed(exc)
                     raise MonitorUnavailableError(
                         f"{action}: gave up after {attempt} attempts: {exc}",
                         attempts=attempt,
                     ) from exc
-                log.warning("%s failed (%s); retrying in %.2f s", action, exc, delay)
+                log.info("%s failed (%s); retrying in %.2f s", action, exc, delay)
                 await asyncio.sleep(delay)
+            else:
+                self._breaker.succeeded()
+                return result
 
 
 class MonitorClient:
@@ -436,6 +497,7 @@ class MonitorClient:
         flush_interval_s: float | None = None,
         max_buffered: int = 100_000,
         retry: Retry | None = None,
+        breaker: BreakerSettings | None = None,
     ) -> None:
         self._client = AsyncMonitorClient(
             transport,
@@ -443,6 +505,7 @@ class MonitorClient:
             flush_interval_s=flush_interval_s,
             max_buffered=max_buffered,
             retry=retry,
+            breaker=breaker,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -520,6 +583,11 @@ class MonitorClient:
     def pending(self) -> int:
         """Trials reported but not sent yet."""
         return self._client.pending
+
+    @property
+    def dropped(self) -> int:
+        """Trials dropped because the buffer was full while the monitor was away."""
+        return self._client.dropped
 
     def report(self, events: TrialEvent | Iterable[TrialEvent]) -> None:
         """Buffer trials; send full batches (see :meth:`AsyncMonitorClient.report`)."""

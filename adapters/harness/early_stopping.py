@@ -33,6 +33,7 @@ from pydantic import JsonValue
 
 from adapters.harness.client import AsyncMonitorClient, Retry
 from adapters.harness.inspect_ai import InspectSettings, connect, run_name
+from adapters.harness.transports import MonitorUnavailableError
 from monitor.engine import DEFAULT_LEASE_S
 from monitor.errors import ConfigError, MonitorError, UnknownRunError
 from monitor.schema import Status
@@ -331,11 +332,16 @@ class MonitorEarlyStopping:
             return None
 
     def _warn(self, task: _TaskRun, exc: MonitorError) -> None:
+        if isinstance(exc, MonitorUnavailableError):
+            # The client's circuit breaker said so once; sample-epochs run.
+            log.info("early stopping runs every sample-epoch for now: %s", exc)
+            return
         if not task.warned:
             task.warned = True
             log.warning("early stopping cannot read the monitor yet: %s", exc)
 
 
 def _reader(settings: InspectSettings, run: str) -> Connect:
-    # Few, quick retries: a sample-epoch waits for this look.
-    return lambda: connect(settings, read_only=True, retry=Retry(attempts=2), run=run)
+    # One attempt: a sample-epoch waits for this look, and the client's
+    # circuit breaker stops asking a monitor that is away.
+    return lambda: connect(settings, read_only=True, retry=Retry(attempts=1), run=run)

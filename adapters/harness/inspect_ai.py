@@ -37,8 +37,16 @@ not sent. With several scorers, ``SCORIO_MONITOR_SCORER`` names the one to
 use (default: the first). Also read: ``SCORIO_MONITOR_TOKEN`` (bearer
 token), ``SCORIO_MONITOR_TOPIC_PREFIX`` (MQTT, default ``scorio``),
 ``SCORIO_MONITOR_BATCH_SIZE`` (50) and ``SCORIO_MONITOR_FLUSH_INTERVAL_S``
-(0.5). Callbacks only buffer; a background task sends the batches, the end
-of each task flushes, and the end of the run flushes and closes.
+(0.5), ``SCORIO_MONITOR_MAX_BUFFERED`` (100000). Callbacks only buffer; a
+background task sends the batches, the end of each task flushes, and the end
+of the run flushes and closes.
+
+A monitor that is away never holds the eval up: each send is one attempt,
+and after a failure the client's circuit breaker answers at once (no
+network) until a probe finds the monitor back; it warns once. Trials wait
+in the buffer (up to ``SCORIO_MONITOR_MAX_BUFFERED``; beyond, new ones are
+dropped with one warning) and go out when the monitor returns; what is
+still unsent when the run ends is logged as an error with its count.
 
 **Early stopping** lives in :mod:`adapters.harness.early_stopping`; it reads
 the monitor this hook feeds.
@@ -73,7 +81,11 @@ from inspect_ai.log import EvalSample
 from inspect_ai.scorer import Score
 
 from adapters.harness.client import AsyncMonitorClient, Retry, transport_for
-from adapters.harness.transports import EmbeddedTransport, check_run
+from adapters.harness.transports import (
+    EmbeddedTransport,
+    MonitorUnavailableError,
+    check_run,
+)
 from monitor.engine import Monitor
 from monitor.errors import ConfigError, MonitorError
 from monitor.schema import Cost, TrialEvent
@@ -106,6 +118,7 @@ class InspectSettings:
     categories: Mapping[str, int] = field(default_factory=lambda: DEFAULT_CATEGORIES)
     batch_size: int = 50
     flush_interval_s: float = 0.5
+    max_buffered: int = 100_000
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str]) -> InspectSettings:
@@ -135,13 +148,17 @@ class InspectSettings:
                 flush_interval_s=float(
                     environ.get("SCORIO_MONITOR_FLUSH_INTERVAL_S", "0.5")
                 ),
+                max_buffered=int(environ.get("SCORIO_MONITOR_MAX_BUFFERED", "100000")),
             )
         except ValueError as exc:
             raise ConfigError(f"scorio-monitor settings: {exc}") from exc
-        if settings.batch_size < 1 or not settings.flush_interval_s > 0:
+        if (
+            not 1 <= settings.batch_size <= settings.max_buffered
+            or not settings.flush_interval_s > 0
+        ):
             raise ConfigError(
-                "SCORIO_MONITOR_BATCH_SIZE must be >= 1 and "
-                "SCORIO_MONITOR_FLUSH_INTERVAL_S > 0"
+                "need 1 <= SCORIO_MONITOR_BATCH_SIZE <= SCORIO_MONITOR_MAX_BUFFERED "
+                "and SCORIO_MONITOR_FLUSH_INTERVAL_S > 0"
             )
         return settings
 
@@ -187,6 +204,7 @@ async def connect(
             transport,
             batch_size=settings.batch_size,
             flush_interval_s=flush_interval_s,
+            max_buffered=settings.max_buffered,
             retry=retry,
         ) as client:
             yield client
@@ -203,6 +221,7 @@ async def connect(
             EmbeddedTransport(monitor),
             batch_size=settings.batch_size,
             flush_interval_s=flush_interval_s,
+            max_buffered=settings.max_buffered,
             retry=retry,
         ) as client:
             yield client
@@ -361,7 +380,14 @@ class MonitorHook(Hooks):
         stack = contextlib.AsyncExitStack()
         try:
             client = await stack.enter_async_context(
-                connect(settings, flush_interval_s=settings.flush_interval_s)
+                # One attempt per send: the client's circuit breaker and
+                # background flush do the retrying, so a monitor that is
+                # away never holds the eval up.
+                connect(
+                    settings,
+                    flush_interval_s=settings.flush_interval_s,
+                    retry=Retry(attempts=1),
+                )
             )
         except MonitorError as exc:
             await stack.aclose()
@@ -395,9 +421,6 @@ class MonitorHook(Hooks):
         )
         if event is None:
             return
-        if reporter.client.is_full:
-            log.warning("monitor unreachable and buffer full; dropped %s", event)
-            return
         try:
             await reporter.client.report(event)
         except MonitorError as exc:
@@ -411,6 +434,14 @@ class MonitorHook(Hooks):
             return
         try:
             await reporter.client.flush()
+        except MonitorUnavailableError as exc:
+            # The client warned when the monitor went away; its trials wait.
+            log.info(
+                "%d trials of task %s wait for the monitor: %s",
+                reporter.client.pending,
+                task.run,
+                exc,
+            )
         except MonitorError as exc:
             log.warning("could not send the trials of task %s: %s", task.run, exc)
 
@@ -422,7 +453,18 @@ class MonitorHook(Hooks):
                 del self._tasks[eval_id]
         if reporter is None:
             return
+        client = reporter.client
         try:
             await reporter.stack.aclose()
         except MonitorError as exc:
-            log.error("trials of this run were not all delivered: %s", exc)
+            log.error(
+                "%d trials of this run were not delivered (the monitor is away): %s",
+                client.pending,
+                exc,
+            )
+        if client.dropped:
+            log.error(
+                "%d trials were dropped while the monitor was away and the "
+                "buffer was full",
+                client.dropped,
+            )

@@ -161,7 +161,11 @@ class HttpTransport:
     async def __aenter__(self) -> HttpTransport:
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
         self._http = httpx.AsyncClient(
-            base_url=self._url, headers=headers, timeout=self._timeout_s
+            base_url=self._url,
+            headers=headers,
+            # A monitor that is away must not hold the harness up: connecting
+            # to one that is there takes milliseconds.
+            timeout=httpx.Timeout(self._timeout_s, connect=min(self._timeout_s, 1.0)),
         )
         return self
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import io
+import logging
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -31,6 +33,7 @@ from monitor.sqlite_store import SqliteStore
 from tests.adapters import inspect_models
 from tests.adapters.test_inspect_ai import INSPECT_OWN_WARNINGS
 from tests.helpers import serving
+from tests.services import free_port
 
 pytestmark = [pytest.mark.filterwarnings(text) for text in INSPECT_OWN_WARNINGS]
 QUESTIONS = [f"q{index}" for index in range(10)]
@@ -176,3 +179,41 @@ async def test_early_stopping_never_runs_a_question_beyond_its_cap(
         assert max(per_question) <= cap
     # The pair needed the whole budget: some question reached the cap.
     assert max(sum(row) for t in counts.values() for row in t.observed) == cap
+
+
+# -- 3. a monitor that is away ---------------------------------------------
+
+
+async def test_an_unreachable_monitor_costs_the_eval_at_most_a_second(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    models = [model("a", "1"), model("b", "10")]
+    epochs = 5
+
+    async def timed(label: str) -> float:
+        started = time.monotonic()
+        logs = await evaluate(
+            yes_no(epochs, MonitorEarlyStopping()), models, tmp_path / label
+        )
+        elapsed = time.monotonic() - started
+        assert all(len(log.samples or []) == len(QUESTIONS) * epochs for log in logs)
+        return elapsed
+
+    await timed("warm-up")  # imports and first-use costs out of the comparison
+    # The machine is shared: the faster of two runs each is the eval's time.
+    without = min([await timed("without-1"), await timed("without-2")])
+    monkeypatch.setenv("SCORIO_MONITOR_URL", f"http://127.0.0.1:{free_port()}")
+    away = await timed("away-1")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="adapters.harness"):
+        away = min(away, await timed("away-2"))
+
+    assert away - without <= 1.0, (away, without)
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    # Said once, not once per trial: unreachable (the hook's client and each
+    # task's early-stopping client), and the undelivered trials at the end.
+    assert 1 <= len(warnings) <= 4, [r.getMessage() for r in warnings]
+    assert any("unreachable" in r.getMessage() for r in warnings)
+    undelivered = [r for r in warnings if "were not delivered" in r.getMessage()]
+    assert len(undelivered) == 1
+    assert f"{2 * len(QUESTIONS) * epochs} trials" in undelivered[0].getMessage()
