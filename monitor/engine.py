@@ -835,6 +835,7 @@ def _event_rejection(
         source=source,
         position=position,
         raw=event.model_dump_json(exclude_none=True),
+        run=event.run,
     )
 
 

@@ -34,6 +34,7 @@ from monitor.config import HttpSettings
 from monitor.engine import DEFAULT_LEASE_S
 from monitor.errors import ConfigError, StoreError, UnknownRunError
 from monitor.interfaces import Payload
+from monitor.rejections import RecentRejection
 from monitor.schema import NextItem, RunConfig, Status
 from monitor.service import Service
 from monitor.store import IngestReport, StoredEvent
@@ -150,6 +151,16 @@ def create_app(
         model: Annotated[str | None, Query(max_length=256)] = None,
     ) -> list[NextItem]:
         return await _service(request).next(run, budget, lease_s, model)
+
+    @app.get("/runs/{run}/rejections")
+    async def rejections(
+        run: str,
+        request: Request,
+        limit: Annotated[int, Query(ge=1, le=100)] = 100,
+    ) -> list[RecentRejection]:
+        # Also for a run the service does not know: "unknown run" is itself
+        # a rejection worth listing.
+        return _service(request).rejections(run, limit)
 
     @app.get("/runs/{run}/trace")
     async def trace(run: str, request: Request) -> list[TracePointOut]:

@@ -29,6 +29,7 @@ from typing import TypeVar
 from monitor.engine import DEFAULT_LEASE_S, Monitor
 from monitor.interfaces import Payload, Publisher, TrialSource
 from monitor.parsing import Parsed, parse_payload
+from monitor.rejections import RecentRejection, RecentRejections
 from monitor.schema import NextItem, Rejection, RunConfig, Status
 from monitor.snapshot import Snapshot
 from monitor.store import IngestReport, StoredEvent
@@ -99,6 +100,7 @@ class Service:
         self._status_wanted = asyncio.Event()
         self._subscribers: set[asyncio.Queue[StoredEvent | Status | None]] = set()
         self._traces: dict[str, collections.deque[TracePoint]] = {}
+        self._rejections = RecentRejections()
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -221,6 +223,10 @@ class Service:
     def unsubscribe(self, queue: asyncio.Queue[StoredEvent | Status | None]) -> None:
         self._subscribers.discard(queue)
 
+    def rejections(self, run: str, limit: int = 100) -> list[RecentRejection]:
+        """The run's latest rejected inputs, newest first (see RecentRejections)."""
+        return self._rejections.newest_first(run, limit)
+
     def trace(self, run: str) -> list[TracePoint]:
         """Recent (time, trials, order, mu per model) points of a run, oldest first."""
         return list(self._traces.get(run, ()))
@@ -257,12 +263,21 @@ class Service:
                         source=payload.source,
                         position=payload.position,
                         raw=f"({payload.oversize} bytes, not kept)",
+                        run=payload.run,
                     )
                 ]
             else:
                 items = parse_payload(
                     payload.data, payload.source, payload.position, run=payload.run
                 )
+                if payload.run is not None:
+                    # Unreadable input on a run's channel is that run's to see.
+                    items = [
+                        item.model_copy(update={"run": payload.run})
+                        if isinstance(item, Rejection) and item.run is None
+                        else item
+                        for item in items
+                    ]
             parsed.extend(items)
             sources.extend([payload.source] * len(items))
             positions.extend([payload.position] * len(items))
@@ -293,6 +308,7 @@ class Service:
         rejected = dict(self._snapshot.rejected)
         for rejection in report.rejected:
             rejected[rejection.kind] = rejected.get(rejection.kind, 0) + 1
+        self._rejections.record(report.rejected)
         self._snapshot = replace(
             self._snapshot,
             ingested=self._snapshot.ingested + report.accepted,

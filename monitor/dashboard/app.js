@@ -3,7 +3,8 @@
 //
 // Data: GET runs, runs/{run}/config and runs/{run}/trace once per run, then the
 // server-sent event stream runs/{run}/events ("status" messages carry a Status,
-// the other event types carry {seq, run, kind, subject, payload, ts}).
+// the other event types carry {seq, run, kind, subject, payload, ts});
+// runs/{run}/rejections again whenever a status counts more rejected inputs.
 //
 // Safety: every string from the server reaches the DOM through textContent or
 // setAttribute, never innerHTML, so a model named "<img onerror=...>" is shown
@@ -20,8 +21,11 @@ const PALETTE = [
 ];
 
 // What one run's view holds; a run switch starts from a fresh copy.
-const fresh = () =>
-  ({ config: null, status: null, trace: [], events: [], source: null, colors: new Map() });
+const fresh = () => ({
+  config: null, status: null, trace: [], events: [], source: null, colors: new Map(),
+  rejections: [], rejectedSeen: -1,
+});
+const REJECTIONS_SHOWN = 20;
 const state = {
   run: null,
   ...fresh(),
@@ -161,6 +165,10 @@ function openStream(run, generation) {
 
 function onStatus(status) {
   state.status = status;
+  if (status.rejected !== state.rejectedSeen) {
+    state.rejectedSeen = status.rejected;
+    loadRejections(state.run, state.generation);
+  }
   const last = state.trace[state.trace.length - 1];
   // Same rule as the server's trace: a point per change in the trial count.
   if (status.trials > 0 && last?.trials !== status.trials) {
@@ -169,6 +177,14 @@ function onStatus(status) {
     state.trace.push({ ts: Date.now() / 1000, trials: status.trials, order, mu });
     if (state.trace.length > TRACE_LIMIT) state.trace.shift();
   }
+  queueRender();
+}
+
+async function loadRejections(run, generation) {
+  const path = `${runPath(run, "rejections")}?limit=${REJECTIONS_SHOWN}`;
+  const rejections = await getJson(path).catch(() => null);
+  if (rejections === null || generation !== state.generation) return;
+  state.rejections = rejections;
   queueRender();
 }
 
@@ -206,6 +222,7 @@ function render() {
   }
   renderTrace();
   renderLog();
+  renderRejections();
 }
 
 // -- summary and tables ---------------------------------------------------
@@ -476,6 +493,17 @@ function renderLog() {
   });
   $("#event-log").replaceChildren(...items);
   field("log-empty").hidden = items.length > 0;
+}
+
+function renderRejections() {
+  const items = state.rejections.map((rejection) => {
+    const badge = el("span", { class: "badge kind-rejected" }, rejection.kind.replace(/_/g, " "));
+    const where = rejection.position === null ? rejection.source : `${rejection.source}:${rejection.position}`;
+    const message = el("span", { class: "message" }, `${rejection.reason} (${where})`);
+    return el("li", { "data-kind": rejection.kind }, el("time", {}, clock(rejection.ts)), badge, message);
+  });
+  $("#rejection-log").replaceChildren(...items);
+  field("rejections-empty").hidden = items.length > 0;
 }
 
 // -- start ----------------------------------------------------------------
