@@ -612,6 +612,15 @@ class Monitor:
             for item in items
         ]
 
+    def release(self, run: str, items: Sequence[NextItem]) -> int:
+        """Give back reserved trials that will not run; how many were given back.
+
+        Each item names (model, question), the trials to give back and
+        optionally its ``lease`` (else the newest leases holding them).
+        """
+        self._run(run)
+        return self._reservations.release(run, list(items))
+
     def in_flight(self, run: str) -> dict[Key, int]:
         """Reserved trials not yet reported, per (model, question)."""
         state = self._run(run)

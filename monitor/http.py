@@ -152,6 +152,15 @@ def create_app(
     ) -> list[NextItem]:
         return await _service(request).next(run, budget, lease_s, model)
 
+    @app.post("/runs/{run}/release", dependencies=writer)
+    async def release(
+        run: str, request: Request, items: list[NextItem]
+    ) -> dict[str, int]:
+        """Give back reserved trials that will not run (items as ``next`` gave)."""
+        if len(items) > 100_000:
+            raise HTTPException(status_code=413, detail="at most 100000 items")
+        return {"released": await _service(request).release(run, items)}
+
     @app.get("/runs/{run}/rejections")
     async def rejections(
         run: str,

@@ -103,6 +103,39 @@ class Reservations:
             del self._runs[run]
         return flying
 
+    def release(self, run: str, items: list[NextItem]) -> int:
+        """Give back reserved trials that will not run; the number given back.
+
+        Each item returns up to ``trials`` of its (model, question) from its
+        ``lease`` (any lease when ``None``, newest first: the oldest are the
+        likeliest to be running).
+        """
+        book = self._runs.get(run)
+        if book is None:
+            return 0
+        returned = 0
+        for item in items:
+            key = (item.model, item.question)
+            wanted = item.trials
+            for lease in reversed(book.leases):
+                if wanted <= 0:
+                    break
+                if item.lease is not None and lease.id != item.lease:
+                    continue
+                held = lease.held.get(key, 0)
+                take = min(held, wanted)
+                if take:
+                    wanted -= take
+                    returned += take
+                    if held == take:
+                        del lease.held[key]
+                    else:
+                        lease.held[key] = held - take
+        book.leases = [lease for lease in book.leases if lease.held]
+        if not book.leases:
+            del self._runs[run]
+        return returned
+
     def reserve(
         self,
         run: str,

@@ -193,6 +193,9 @@ class Service:
             )
         )
 
+    async def release(self, run: str, items: list[NextItem]) -> int:
+        return await self.call(functools.partial(self._monitor.release, run, items))
+
     async def configure(self, config: RunConfig) -> RunConfig:
         configured = await self.call(functools.partial(self._monitor.configure, config))
         self._want_status(config.run)

@@ -416,6 +416,23 @@ class AsyncMonitorClient:
             functools.partial(self._transport.next, run, budget, lease_s, model),
         )
 
+    async def release(self, run: str, items: Iterable[NextItem]) -> int:
+        """Give back reserved trials that will not run; how many were given back.
+
+        Items as :meth:`next` answered them, with ``trials`` set to what is
+        given back (without a ``lease``: the newest leases holding them).
+
+        Raises:
+            NotImplementedError: over MQTT.
+            UnknownRunError: when the monitor does not know the run.
+        """
+        self._require_running()
+        listed = list(items)
+        return await self._retrying(
+            f"releasing reservations of run {run!r}",
+            functools.partial(self._transport.release, run, listed),
+        )
+
     async def declare(self, config: RunConfig) -> RunConfig:
         """Declare a run, or update it (as ``POST /runs``).
 
@@ -611,6 +628,10 @@ class MonitorClient:
     ) -> list[NextItem]:
         """Reserve trials to run next (see :meth:`AsyncMonitorClient.next`)."""
         return self._run(self._client.next(run, budget, lease_s=lease_s, model=model))
+
+    def release(self, run: str, items: Iterable[NextItem]) -> int:
+        """Give back reserved trials (see :meth:`AsyncMonitorClient.release`)."""
+        return self._run(self._client.release(run, items))
 
     def declare(self, config: RunConfig) -> RunConfig:
         """Declare a run, or update it."""

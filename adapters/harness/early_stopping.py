@@ -36,7 +36,7 @@ from adapters.harness.inspect_ai import InspectSettings, connect, run_name
 from adapters.harness.transports import MonitorUnavailableError
 from monitor.engine import DEFAULT_LEASE_S
 from monitor.errors import ConfigError, MonitorError, UnknownRunError
-from monitor.schema import Status
+from monitor.schema import NextItem, Status
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,8 @@ class MonitorEarlyStopping:
         refresh_s: Reuse a status for this long.
         lease_s: How long a reservation lasts if its trial is never
             reported (a failed or unscored sample-epoch); longer than one
-            sample-epoch takes.
+            sample-epoch takes. Reservations a task run did not use are
+            given back when it ends.
         clock: Monotonic seconds.
     """
 
@@ -222,6 +223,7 @@ class MonitorEarlyStopping:
         if task is None:
             return {}
         del self._tasks[task.model]
+        await self._give_back(task)
         await self._close(task)
         return {
             "run": task.run,
@@ -306,6 +308,21 @@ class MonitorEarlyStopping:
             return None
         task.stack = stack
         return task.client
+
+    async def _give_back(self, task: _TaskRun) -> None:
+        """Release the reserved trials the task run did not use."""
+        unused = [
+            NextItem(model=task.model, question=question, trials=count)
+            for question, count in task.held.items()
+            if count > 0
+        ]
+        if not unused or task.client is None:
+            return
+        try:
+            await task.client.release(task.run, unused)
+        except (MonitorError, NotImplementedError) as exc:
+            log.info("unused reservations stay until they expire: %s", exc)
+        task.held.clear()
 
     async def _close(self, task: _TaskRun) -> None:
         stack, task.stack, task.client = task.stack, None, None

@@ -113,6 +113,10 @@ class Transport(Protocol):
         """Declare (or update) a run."""
         ...
 
+    async def release(self, run: str, items: Sequence[NextItem]) -> int:
+        """Give back reserved trials that will not run."""
+        ...
+
 
 def check_run(run: str) -> str:
     """``run`` if a transport can carry it, else ValueError."""
@@ -209,6 +213,15 @@ class HttpTransport:
             "POST", "/runs", None, content=config.model_dump_json().encode()
         )
         return _parsed(RunConfig.model_validate_json, response)
+
+    async def release(self, run: str, items: Sequence[NextItem]) -> int:
+        body = _NEXT_ITEMS.dump_json(list(items))
+        response = await self._request(
+            "POST", f"{_run_path(run)}/release", run, content=body
+        )
+        answer = _json(response)
+        released = answer.get("released") if isinstance(answer, dict) else None
+        return released if isinstance(released, int) else 0
 
     async def _request(
         self,
@@ -378,6 +391,11 @@ class MqttTransport:
             "declaring a run needs the HTTP API or an embedded monitor"
         )
 
+    async def release(self, run: str, items: Sequence[NextItem]) -> int:
+        raise NotImplementedError(
+            "releasing reservations needs the HTTP API or an embedded monitor"
+        )
+
     def _topic(self, run: str, kind: str) -> str:
         return f"{self._settings.topic_prefix}/{check_run(run)}/{kind}"
 
@@ -503,6 +521,11 @@ class EmbeddedTransport:
 
     async def declare(self, config: RunConfig) -> RunConfig:
         return await self._call(functools.partial(self._monitor.configure, config))
+
+    async def release(self, run: str, items: Sequence[NextItem]) -> int:
+        return await self._call(
+            functools.partial(self._monitor.release, run, list(items))
+        )
 
     async def _call(self, function: Callable[[], Result]) -> Result:
         async with self._lock:

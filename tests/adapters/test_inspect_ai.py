@@ -433,11 +433,10 @@ async def test_early_stopping_skips_a_question_allocation_passes_over() -> None:
     assert "allocation asks for other questions" in skipped.reason
     summary = await stopping.complete_task()
     assert summary["scheduled"] == 2 and summary["skipped"] == 1
-    # Each look reserved a round for model a, never q0 (at the cap) nor b's
-    # questions; the trial let through is in flight until reported.
-    assert summary["reserved"] == sum(monitor.in_flight("capitals").values())
-    assert ("mockllm/a", "q0") not in monitor.in_flight("capitals")
-    assert all(model == "mockllm/a" for model, _ in monitor.in_flight("capitals"))
+    # Each look reserved a round for model a (never q0, at the cap); at the
+    # end the unused ones went back: only the trial let through is in flight.
+    assert isinstance(summary["reserved"], int) and summary["reserved"] >= 3
+    assert monitor.in_flight("capitals") == {("mockllm/a", "q1"): 1}
 
 
 async def test_a_misconfigured_hook_logs_why_and_never_stops_the_eval(

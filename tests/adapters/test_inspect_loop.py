@@ -166,6 +166,8 @@ async def test_early_stopping_never_runs_a_question_beyond_its_cap(
                 monkeypatch.setenv("SCORIO_MONITOR_URL", base)
                 logs = await evaluate(yes_no(epochs, stopping), models, tmp_path)
             counts = service.monitor.store.counts("yesno")
+            # Every trial let through was reported; unused ones were given back.
+            assert service.monitor.in_flight("yesno") == {}
 
     for log in logs:
         ran = Counter(str(sample.id) for sample in log.samples or [])
@@ -200,13 +202,22 @@ async def test_an_unreachable_monitor_costs_the_eval_at_most_a_second(
         return elapsed
 
     await timed("warm-up")  # imports and first-use costs out of the comparison
-    # The machine is shared: the faster of two runs each is the eval's time.
-    without = min([await timed("without-1"), await timed("without-2")])
-    monkeypatch.setenv("SCORIO_MONITOR_URL", f"http://127.0.0.1:{free_port()}")
-    away = await timed("away-1")
-    caplog.clear()
-    with caplog.at_level(logging.INFO, logger="adapters.harness"):
-        away = min(away, await timed("away-2"))
+    # The machine is shared: the fastest of three runs each, interleaved so a
+    # busy spell hits both sides, is the eval's time.
+    away_url = f"http://127.0.0.1:{free_port()}"
+    without_s: list[float] = []
+    away_s: list[float] = []
+    for index in range(3):
+        monkeypatch.delenv("SCORIO_MONITOR_URL", raising=False)
+        without_s.append(await timed(f"without-{index}"))
+        monkeypatch.setenv("SCORIO_MONITOR_URL", away_url)
+        if index == 2:
+            caplog.clear()
+            with caplog.at_level(logging.INFO, logger="adapters.harness"):
+                away_s.append(await timed(f"away-{index}"))
+        else:
+            away_s.append(await timed(f"away-{index}"))
+    without, away = min(without_s), min(away_s)
 
     assert away - without <= 1.0, (away, without)
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]

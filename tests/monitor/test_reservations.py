@@ -14,7 +14,7 @@ from adapters.harness import (
     HttpTransport,
     MonitorClient,
 )
-from monitor import Monitor, RunConfig
+from monitor import Monitor, RunConfig, UnknownRunError
 from monitor.cli import main
 from monitor.config import HttpSettings
 from monitor.http import create_app
@@ -159,3 +159,28 @@ def test_the_sync_client_passes_the_lease_on() -> None:
     with MonitorClient(EmbeddedTransport(monitor)) as client:
         items = client.next("r", 2, lease_s=5.0)
     assert items and items[0].expires == 1005.0
+
+
+def test_reserved_trials_that_will_not_run_can_be_given_back() -> None:
+    monitor = declared(Clock())
+    first = monitor.next("r", 12)
+    lease = first[0].lease
+    assert monitor.next("r", 12) == []
+    back = [item.model_copy(update={"trials": 1}) for item in first]
+    assert monitor.release("r", back) == len(first)
+    assert sum(monitor.in_flight("r").values()) == 12 - len(first)
+    # Without a lease: from whichever lease holds them; never more than held.
+    assert monitor.release("r", [NextItem(model="a", question="q0", trials=99)]) == 2
+    assert ("a", "q0") not in monitor.in_flight("r")
+    assert {item.lease for item in monitor.next("r", 12)} != {lease}
+    with pytest.raises(UnknownRunError):
+        monitor.release("nope", back)
+
+
+async def test_a_client_gives_reservations_back_over_http() -> None:
+    async with Service(declared(Clock())) as service:
+        app = create_app(service, HttpSettings())
+        async with serving(app) as base, AsyncMonitorClient(HttpTransport(base)) as c:
+            plan = await c.next("r", 4)
+            assert await c.release("r", plan) == 4
+        assert service.monitor.in_flight("r") == {}
