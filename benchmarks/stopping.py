@@ -319,7 +319,7 @@ def table(rows: list[dict[str, object]]) -> str:
         lines.append(
             f"| {row['world']} | {row['control']}, {row['cap']} "
             f"| {_percent(row['p_false_claim'])} {_interval(row['p_false_claim_ci'])} "
-            f"| {_percent(row['false_discovery'])} "
+            f"| {float(row['false_discovery']):.2%} "  # type: ignore[arg-type]
             f"| {_percent(row['trials_vs_fixed'])}{cost} "
             f"| {_percent(row['pairs_vs_fixed'])} "
             f"| {_percent(row['fixed_p_false_claim'])}, "

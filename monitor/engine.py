@@ -44,6 +44,7 @@ from monitor.parsing import (
     parse_payload,
     plain_trial,
 )
+from monitor.reservations import Key, Reservations
 from monitor.run import Refusal, RunState
 from monitor.schema import (
     Decision,
@@ -72,6 +73,8 @@ EventInput = Mapping[str, object] | TrialEvent
 # a new name is refused (unknown_run), so a stream of names cannot grow the
 # state (and every scrape of /metrics) without bound.
 MAX_UNDECLARED_RUNS = 1000
+# How long a plan's reservations last unless reported (see Monitor.next).
+DEFAULT_LEASE_S = 600.0
 
 
 class Monitor:
@@ -136,6 +139,7 @@ class Monitor:
         self._fired: set[tuple[str, str, str]] = set()
         self._listeners: list[Callable[[StoredEvent], None]] = []
         self._cursors: dict[str, str] = {}
+        self._reservations = Reservations()
         self._closed = False
         self._reload()
 
@@ -614,21 +618,90 @@ class Monitor:
     def statuses(self) -> list[Status]:
         return [self.status(run) for run in self.runs]
 
-    def next(self, run: str, budget: int) -> list[NextItem]:
-        """Which (model, question, trials) to run next with ``budget`` trials."""
-        if budget < 0:
-            raise ValueError(f"budget must be >= 0; got {budget}")
+    def next(
+        self,
+        run: str,
+        budget: int,
+        *,
+        lease_s: float = DEFAULT_LEASE_S,
+        model: str | None = None,
+    ) -> list[NextItem]:
+        """Reserve ``budget`` trials: which (model, question, trials) to run next.
+
+        The plan is a lease (every item carries its ``lease`` id and
+        ``expires``): its trials count as in flight, in this and every later
+        plan and against ``max_trials_per_question``, until they are
+        reported (release goes by counts, oldest lease first) or the lease
+        expires after ``lease_s`` seconds. ``lease_s=0`` plans without
+        reserving (a look ahead; in-flight trials still count). ``model``
+        plans for that model only (a scheduler that runs one model).
+
+        Raises:
+            ValueError: for a negative budget or lease.
+        """
+        if budget < 0 or not lease_s >= 0:
+            raise ValueError(
+                f"budget and lease_s must be >= 0; got {budget} and {lease_s}"
+            )
         state = self._run(run)
         decision = self._decision(run)
-        models = [name for name in decision.order if name in decision.needs_trials]
-        question_trials = {model: state.question_trials(model) for model in models}
-        return plan(
+        now = self._clock()
+        models = [
+            name
+            for name in decision.order
+            if name in decision.needs_trials and model in (None, name)
+        ]
+        question_trials = {name: state.question_trials(name) for name in models}
+        reported = self._reported(state, self._reservations.keys(run))
+        flying = self._reservations.in_flight(run, reported, now)
+        for (name, question), count in flying.items():
+            if name in question_trials and question in question_trials[name]:
+                question_trials[name][question] += count
+        items = plan(
             models,
             question_trials,
             budget,
             state.config.max_trials_per_question,
             state.cost_shares(models),
         )
+        if lease_s == 0:
+            return items
+        planned = self._reported(state, [(i.model, i.question) for i in items])
+        lease = self._reservations.reserve(run, items, planned, now, lease_s)
+        if lease is None:
+            return items
+        return [
+            item.model_copy(update={"lease": lease.id, "expires": lease.expires})
+            for item in items
+        ]
+
+    def release(self, run: str, items: Sequence[NextItem]) -> int:
+        """Give back reserved trials that will not run; how many were given back.
+
+        Each item names (model, question), the trials to give back and
+        optionally its ``lease`` (else the newest leases holding them).
+        """
+        self._run(run)
+        return self._reservations.release(run, list(items))
+
+    def in_flight(self, run: str) -> dict[Key, int]:
+        """Reserved trials not yet reported, per (model, question)."""
+        state = self._run(run)
+        reported = self._reported(state, self._reservations.keys(run))
+        return self._reservations.in_flight(run, reported, self._clock())
+
+    @staticmethod
+    def _reported(state: RunState, keys: Iterable[Key]) -> dict[Key, int]:
+        """Reported trials of (model, question) pairs, from fresh counts."""
+        per_model: dict[str, dict[str, int]] = {}
+        result: dict[Key, int] = {}
+        for model, question in keys:
+            if model not in per_model:
+                per_model[model] = (
+                    state.question_trials(model) if model in state.tables else {}
+                )
+            result[(model, question)] = per_model[model].get(question, 0)
+        return result
 
     def models_needing_trials(self, run: str) -> list[str]:
         """The run's models that still need trials, best first."""
@@ -709,7 +782,17 @@ class Monitor:
         return replace(settled, models=frozenset(self._runs[run].tables))
 
     def _decision(self, run: str) -> RunDecision:
-        if run in self._dirty or run not in self._decisions:
+        if (
+            run in self._dirty
+            or run not in self._decisions
+            or (
+                # Other writers' trials (a shared store, a file another
+                # process writes): look again once they may have changed.
+                self._store.is_shared
+                and self._clock() - self._last_refresh.get(run, -math.inf)
+                >= self._shared_refresh_s
+            )
+        ):
             self._dirty.add(run)
             self._look_dirty(self._clock(), force=True, only=[run])
         return self._decisions[run]
@@ -853,6 +936,7 @@ def _event_rejection(
         source=source,
         position=position,
         raw=event.model_dump_json(exclude_none=True),
+        run=event.run,
     )
 
 

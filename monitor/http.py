@@ -34,6 +34,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from monitor.config import HttpSettings
+from monitor.engine import DEFAULT_LEASE_S
 from monitor.errors import ConfigError, StoreError, UnknownRunError
 from monitor.interfaces import Payload
 from monitor.questions import (
@@ -42,6 +43,7 @@ from monitor.questions import (
     question_rows,
     rejected_inputs,
 )
+from monitor.rejections import RecentRejection
 from monitor.schema import NextItem, RunConfig, Status
 from monitor.service import Service
 from monitor.store import IngestReport, StoredEvent
@@ -167,11 +169,32 @@ def create_app(
         run: str,
         request: Request,
         budget: Annotated[int, Query(ge=0, le=MAX_NEXT_BUDGET)],
+        lease_s: Annotated[float, Query(ge=0, le=7 * 86_400)] = DEFAULT_LEASE_S,
+        model: Annotated[str | None, Query(max_length=256)] = None,
     ) -> Response:
-        items = await _service(request).next(run, budget)
+        items = await _service(request).next(run, budget, lease_s, model)
         # Serialised in one pydantic-core call: FastAPI's per-item path holds
         # the event loop (and every other request) for tens of ms.
         return Response(_NEXT_ITEMS.dump_json(items), media_type="application/json")
+
+    @app.post("/runs/{run}/release", dependencies=writer)
+    async def release(
+        run: str, request: Request, items: list[NextItem]
+    ) -> dict[str, int]:
+        """Give back reserved trials that will not run (items as ``next`` gave)."""
+        if len(items) > 100_000:
+            raise HTTPException(status_code=413, detail="at most 100000 items")
+        return {"released": await _service(request).release(run, items)}
+
+    @app.get("/runs/{run}/rejections")
+    async def rejections(
+        run: str,
+        request: Request,
+        limit: Annotated[int, Query(ge=1, le=100)] = 100,
+    ) -> list[RecentRejection]:
+        # Also for a run the service does not know: "unknown run" is itself
+        # a rejection worth listing.
+        return _service(request).rejections(run, limit)
 
     @app.get("/runs/{run}/questions")
     async def questions(run: str, request: Request) -> list[QuestionRow]:

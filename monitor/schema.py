@@ -362,11 +362,19 @@ class Status(BaseModel):
 
 
 class NextItem(BaseModel):
-    """Run ``trials`` more trials of ``model`` on ``question``."""
+    """Run ``trials`` more trials of ``model`` on ``question``: a reservation.
+
+    ``lease`` names the plan that reserved them and ``expires`` (seconds
+    since the epoch) says until when: until then, or until they are
+    reported, they count as in flight in every later plan. Both are
+    ``None`` for a plan that reserved nothing (a look ahead).
+    """
 
     model: str
     question: str
     trials: int
+    lease: str | None = None
+    expires: float | None = None
 
 
 RejectionKind = Literal[

@@ -27,10 +27,11 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TypeVar
 
-from monitor.engine import Monitor
+from monitor.engine import DEFAULT_LEASE_S, Monitor
 from monitor.ingesting import with_implied_run
 from monitor.interfaces import Payload, Publisher, TrialSource
 from monitor.parsing import Parsed, parse_payload
+from monitor.rejections import RecentRejection, RecentRejections
 from monitor.schema import NextItem, Rejection, RunConfig, Status
 from monitor.snapshot import Snapshot
 from monitor.store import IngestReport, StoredEvent
@@ -115,6 +116,7 @@ class Service:
         self._subscriber_max_bytes = subscriber_max_bytes
         self._subscriber_stall_s = subscriber_stall_s
         self._traces: dict[str, collections.deque[TracePoint]] = {}
+        self._rejections = RecentRejections()
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -216,10 +218,22 @@ class Service:
     async def status(self, run: str) -> Status:
         return await self.call(functools.partial(self._monitor.status, run))
 
-    async def next(self, run: str, budget: int) -> list[NextItem]:
+    async def next(
+        self,
+        run: str,
+        budget: int,
+        lease_s: float = DEFAULT_LEASE_S,
+        model: str | None = None,
+    ) -> list[NextItem]:
         return await self.call(
-            functools.partial(self._monitor.next, run, budget), heavy=budget > 100
+            functools.partial(
+                self._monitor.next, run, budget, lease_s=lease_s, model=model
+            ),
+            heavy=budget > 100,
         )
+
+    async def release(self, run: str, items: list[NextItem]) -> int:
+        return await self.call(functools.partial(self._monitor.release, run, items))
 
     async def configure(self, config: RunConfig) -> RunConfig:
         configured = await self.call(functools.partial(self._monitor.configure, config))
@@ -252,6 +266,10 @@ class Service:
 
     def unsubscribe(self, subscription: Subscription) -> None:
         self._subscribers.discard(subscription)
+
+    def rejections(self, run: str, limit: int = 100) -> list[RecentRejection]:
+        """The run's latest rejected inputs, newest first (see RecentRejections)."""
+        return self._rejections.newest_first(run, limit)
 
     def trace(self, run: str) -> list[TracePoint]:
         """Recent (time, trials, order, mu per model) points of a run, oldest first."""
@@ -301,6 +319,7 @@ class Service:
         rejected = dict(self._snapshot.rejected)
         for rejection in report.rejected:
             rejected[rejection.kind] = rejected.get(rejection.kind, 0) + 1
+        self._rejections.record(report.rejected)
         self._snapshot = replace(
             self._snapshot,
             ingested=self._snapshot.ingested + report.accepted,

@@ -86,7 +86,12 @@ class SqliteStore(TrialAsBatch):
 
     Args:
         path: The state file (created with its directory if missing).
-        read_only: Open for reading while another process writes.
+        read_only: Open for reading while another process writes. Such a
+            store follows the writer: :meth:`counts_if_changed` reads the
+            trials appended since the last read (so a monitor over it
+            re-reads them at its looks, as over a shared store).
+        run: With ``read_only``, read this run only: what a look at one run
+            needs, however many trials of other runs the file holds.
         synchronous: ``FULL`` survives power loss; ``NORMAL`` only crashes.
     """
 
@@ -95,14 +100,21 @@ class SqliteStore(TrialAsBatch):
         path: str | os.PathLike[str],
         *,
         read_only: bool = False,
+        run: str | None = None,
         synchronous: Literal["FULL", "NORMAL"] = "FULL",
         dead_letters_max: int = DEAD_LETTERS_MAX,
         dead_letters_max_age_s: float = DEAD_LETTERS_MAX_AGE_S,
     ) -> None:
+        if run is not None and not read_only:
+            raise ValueError("a store of one run must be read-only")
         self._path = Path(path)
         self._dead_letters_max = dead_letters_max
         self._dead_letters_max_age_s = dead_letters_max_age_s
         self._read_only = read_only
+        self._only_run = run
+        self._last_rowid = 0
+        self._configured: set[str] = set()
+        self._log = "trial_log"
         self._local = LocalCounts()
         self._lock_handle: int | None = None
         try:
@@ -131,7 +143,8 @@ class SqliteStore(TrialAsBatch):
 
     @property
     def is_shared(self) -> bool:
-        return False
+        # A read-only store views a file another process writes.
+        return self._read_only
 
     @property
     def path(self) -> Path:
@@ -221,7 +234,61 @@ class SqliteStore(TrialAsBatch):
         return self._local.counts(run)
 
     def counts_if_changed(self, run: str) -> dict[str, ModelCounts] | None:
-        return None
+        """Read-only: the run's counts if trials were appended since the last read.
+
+        Only the rows after the last one read are fetched (by rowid), so the
+        cost follows what the writer added, not the size of the file.
+        """
+        if not self._read_only or self._log != "trial_log":
+            return None
+        try:
+            return self._read_appended(run)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read state file {self._path}: {exc}") from exc
+
+    def _read_appended(self, run: str) -> dict[str, ModelCounts] | None:
+        where, arguments = self._run_filter("AND")
+        rows = self._db.execute(
+            f"SELECT rowid, {_TRIAL_COLUMNS} FROM trial_log WHERE rowid > ?{where} "
+            "ORDER BY rowid",
+            (self._last_rowid, *arguments),
+        ).fetchall()
+        if not rows:
+            return None
+        self._last_rowid = rows[-1][0]
+        batches: dict[str, TrialBatch] = {}
+        for row in rows:
+            if row[1] not in self._configured:
+                continue  # a run configured after the open: reopen to see it
+            trials = batches.get(row[1])
+            if trials is None:
+                trials = batches[row[1]] = TrialBatch(row[1])
+            trials.append(
+                row[2],
+                row[3],
+                row[4],
+                category=row[6],
+                prior=bool(row[5]),
+                tokens=row[7],
+                seconds=row[8],
+                ts=row[9],
+            )
+        for trials in batches.values():
+            self._local.classify(trials)
+        for name, trials_total, duplicates, corrections, rejected in self._db.execute(
+            "SELECT run, trials, duplicates, corrections, rejected FROM totals "
+            "WHERE run = ?",
+            (run,),
+        ):
+            self._local.totals[name] = RunTotals(
+                trials_total, duplicates, corrections, rejected
+            )
+        return self._local.counts(run) if run in batches else None
+
+    def _run_filter(self, joiner: str) -> tuple[str, tuple[str, ...]]:
+        if self._only_run is None:
+            return "", ()
+        return f" {joiner} run = ?", (self._only_run,)
 
     def record_events(self, events: Sequence[PendingEvent]) -> list[StoredEvent]:
         if self._read_only or not events:
@@ -339,9 +406,12 @@ class SqliteStore(TrialAsBatch):
     def _load(self) -> StoredState:
         db = self._db
         state = StoredState()
+        self._configured = set()
+        where, arguments = self._run_filter("WHERE")
         for run, config_json, declared in db.execute(
-            "SELECT run, config, declared FROM runs"
+            f"SELECT run, config, declared FROM runs{where}", arguments
         ):
+            self._configured.add(run)
             config = RunConfig.model_validate_json(config_json)
             state.configs[run] = config
             if declared:
@@ -357,7 +427,13 @@ class SqliteStore(TrialAsBatch):
         (log,) = found
         # A read-only open of a version 1 file reads its table of trials.
         order = " ORDER BY rowid" if log == "trial_log" else ""
-        for row in db.execute(f"SELECT {_TRIAL_COLUMNS} FROM {log}{order}"):
+        self._log = log
+        rowid_column = "rowid" if log == "trial_log" else "0"  # v1: WITHOUT ROWID
+        for rowid, *row in db.execute(
+            f"SELECT {rowid_column}, {_TRIAL_COLUMNS} FROM {log}{where}{order}",
+            arguments,
+        ):
+            self._last_rowid = max(self._last_rowid, rowid)
             run = row[0]
             if run not in batches:
                 batches[run] = TrialBatch(run)
@@ -374,7 +450,8 @@ class SqliteStore(TrialAsBatch):
         for trials in batches.values():
             self._local.classify(trials)
         for run, trials_total, duplicates, corrections, rejected in db.execute(
-            "SELECT run, trials, duplicates, corrections, rejected FROM totals"
+            f"SELECT run, trials, duplicates, corrections, rejected FROM totals{where}",
+            arguments,
         ):
             self._local.totals[run] = RunTotals(
                 trials_total, duplicates, corrections, rejected
@@ -384,7 +461,7 @@ class SqliteStore(TrialAsBatch):
         state.fired = {
             (run, kind, subject)
             for run, kind, subject in db.execute(
-                "SELECT run, kind, subject FROM events"
+                f"SELECT run, kind, subject FROM events{where}", arguments
             )
         }
         state.cursors = dict(

@@ -12,6 +12,8 @@ from adapters.harness.client import (
     AsyncMonitorClient,
     MonitorClient,
     Retry,
+    attempt_id,
+    new_eval_id,
     transport_for,
 )
 from adapters.harness.transports import (
@@ -33,5 +35,7 @@ __all__ = [
     "RequestRejectedError",
     "Retry",
     "Transport",
+    "attempt_id",
+    "new_eval_id",
     "transport_for",
 ]

@@ -7,6 +7,19 @@ batches (one request or message, a JSON array, per batch of a run), and
 retries with backoff. :class:`MonitorClient` is the same client for
 synchronous code; :func:`transport_for` picks a transport from a URL.
 
+A trial is one attempt: its id must be new for every eval and the same for
+every re-delivery of that attempt. :func:`attempt_id` makes one from an eval
+id (:func:`new_eval_id`, or the harness's own run id) and the attempt's
+index, so a second eval adds trials instead of overwriting the first.
+
+When the monitor is away the client goes on without it: after an operation
+gives up, a circuit breaker (:mod:`adapters.harness.breaker`) makes later
+operations fail at once, without waiting on the network, until a probe finds
+the monitor back; it warns once per outage. Reported trials wait in a
+bounded buffer meanwhile and are sent when the monitor returns; when the
+buffer is full, new trials are dropped and counted (:attr:`dropped`), with
+one warning per overflow.
+
 Retrying is safe because ingestion is idempotent: the monitor counts a trial
 once per ``(run, model, question, trial)`` however often it arrives, so a
 batch whose answer was lost is simply sent again. Only transient failures
@@ -22,6 +35,7 @@ import contextlib
 import enum
 import functools
 import logging
+import secrets
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass
@@ -29,6 +43,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from adapters.harness.breaker import BreakerSettings, CircuitBreaker
 from adapters.harness.transports import (
     HttpTransport,
     MonitorUnavailableError,
@@ -37,6 +52,7 @@ from adapters.harness.transports import (
     Transport,
     check_run,
 )
+from monitor.engine import DEFAULT_LEASE_S
 from monitor.errors import MonitorError
 from monitor.schema import NextItem, RunConfig, Status, TrialEvent
 
@@ -78,6 +94,21 @@ class Retry:
             delay = min(2.0 * delay, self.max_delay_s)
 
 
+def new_eval_id() -> str:
+    """A fresh eval id (22 URL-safe characters), made once per eval."""
+    return secrets.token_urlsafe(16)
+
+
+def attempt_id(eval_id: str, index: int | str) -> str:
+    """The trial id of attempt ``index`` of a question in eval ``eval_id``.
+
+    Examples:
+        >>> attempt_id("run-7", 3)
+        'run-7:3'
+    """
+    return f"{eval_id}:{index}"
+
+
 def transport_for(
     url: str, *, token: str | None = None, topic_prefix: str = "scorio"
 ) -> Transport:
@@ -112,6 +143,7 @@ class AsyncMonitorClient:
             call that filled it.
         max_buffered: The most unsent trials kept (see :attr:`is_full`).
         retry: Backoff for transient failures (default :class:`Retry`).
+        breaker: Waits of the circuit breaker after an operation gave up.
 
     Examples:
         >>> from monitor import Monitor
@@ -135,6 +167,7 @@ class AsyncMonitorClient:
         flush_interval_s: float | None = None,
         max_buffered: int = 100_000,
         retry: Retry | None = None,
+        breaker: BreakerSettings | None = None,
     ) -> None:
         if batch_size < 1 or max_buffered < batch_size:
             raise ValueError(
@@ -148,8 +181,13 @@ class AsyncMonitorClient:
         self._flush_interval_s = flush_interval_s
         self._max_buffered = max_buffered
         self._retry = retry if retry is not None else Retry()
+        self._breaker = CircuitBreaker(
+            breaker, what=f"scorio-monitor at {transport.name}"
+        )
         self._buffer: dict[str, list[TrialEvent]] = {}
         self._pending = 0
+        self._dropped = 0
+        self._overflowing = False
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._group: asyncio.TaskGroup | None = None
@@ -190,6 +228,8 @@ class AsyncMonitorClient:
             if self._flusher is not None and self._group is not None:
                 self._flusher.cancel()
                 await self._group.__aexit__(None, None, None)
+            # One last try even if the breaker is open: the monitor may be back.
+            self._breaker.probe_now()
             if kind is None:
                 await self.flush()
             else:
@@ -209,6 +249,16 @@ class AsyncMonitorClient:
         return self._pending
 
     @property
+    def dropped(self) -> int:
+        """Trials dropped because the buffer was full while the monitor was away."""
+        return self._dropped
+
+    @property
+    def monitor_away(self) -> bool:
+        """Whether the last operation found the monitor unreachable."""
+        return self._breaker.is_open
+
+    @property
     def is_full(self) -> bool:
         """Whether the buffer holds ``max_buffered`` trials.
 
@@ -220,10 +270,13 @@ class AsyncMonitorClient:
     async def report(self, events: TrialEvent | Iterable[TrialEvent]) -> None:
         """Buffer trials; send full batches (see the class docstring).
 
+        When the buffer is full and cannot be sent (the monitor is away),
+        these trials are dropped and counted in :attr:`dropped`, with one
+        warning per overflow.
+
         Raises:
             ValueError: for a run id with ``/``, ``+`` or ``#`` in it.
-            MonitorError: when the buffer was full and could not be sent
-                (these trials are then not buffered), or, without a
+            MonitorError: when the monitor refused a batch, or, without a
                 background task, when sending a full batch failed (they
                 stay buffered).
         """
@@ -232,7 +285,24 @@ class AsyncMonitorClient:
         for event in batch:
             check_run(event.run)
         if self._pending + len(batch) > self._max_buffered:
-            await self.flush()
+            with contextlib.suppress(MonitorUnavailableError):
+                await self.flush()
+            if self._pending + len(batch) > self._max_buffered:
+                self._dropped += len(batch)
+                if not self._overflowing:
+                    self._overflowing = True
+                    log.warning(
+                        "the monitor is away and %d trials wait to be sent: "
+                        "dropping new trials until it returns",
+                        self._pending,
+                    )
+                return
+        if self._overflowing:
+            self._overflowing = False
+            log.warning(
+                "sending trials again; %d were dropped while the buffer was full",
+                self._dropped,
+            )
         for event in batch:
             self._buffer.setdefault(event.run, []).append(event)
         self._pending += len(batch)
@@ -292,6 +362,9 @@ class AsyncMonitorClient:
             self._wake.clear()
             try:
                 await self._send(complete_only=False)
+            except MonitorUnavailableError as exc:
+                # The breaker warned once; this repeats every interval.
+                log.debug("background flush failed (%s); will try again", exc)
             except MonitorError as exc:
                 log.warning("background flush failed (%s); will try again", exc)
             except Exception:
@@ -311,20 +384,53 @@ class AsyncMonitorClient:
             functools.partial(self._transport.status, run),
         )
 
-    async def next(self, run: str, budget: int) -> list[NextItem]:
-        """Which (model, question, trials) to run next with ``budget`` trials.
+    async def next(
+        self,
+        run: str,
+        budget: int,
+        *,
+        lease_s: float = DEFAULT_LEASE_S,
+        model: str | None = None,
+    ) -> list[NextItem]:
+        """Reserve ``budget`` trials: which (model, question, trials) to run next.
+
+        Each item is a reservation with its ``lease`` and ``expires``: until
+        its trials are reported or the lease ends (after ``lease_s``
+        seconds), every later plan counts them as in flight, so two
+        schedulers asking at once never get the same room. ``lease_s=0``
+        only looks ahead (it reserves nothing); ``model`` plans for that
+        model alone.
 
         Raises:
-            ValueError: for a negative budget.
+            ValueError: for a negative budget or lease.
             NotImplementedError: over MQTT.
             UnknownRunError: when the monitor does not know the run.
         """
         self._require_running()
-        if budget < 0:
-            raise ValueError(f"budget must be >= 0; got {budget}")
+        if budget < 0 or not lease_s >= 0:
+            raise ValueError(
+                f"budget and lease_s must be >= 0; got {budget} and {lease_s}"
+            )
         return await self._retrying(
             f"planning run {run!r}",
-            functools.partial(self._transport.next, run, budget),
+            functools.partial(self._transport.next, run, budget, lease_s, model),
+        )
+
+    async def release(self, run: str, items: Iterable[NextItem]) -> int:
+        """Give back reserved trials that will not run; how many were given back.
+
+        Items as :meth:`next` answered them, with ``trials`` set to what is
+        given back (without a ``lease``: the newest leases holding them).
+
+        Raises:
+            NotImplementedError: over MQTT.
+            UnknownRunError: when the monitor does not know the run.
+        """
+        self._require_running()
+        listed = list(items)
+        return await self._retrying(
+            f"releasing reservations of run {run!r}",
+            functools.partial(self._transport.release, run, listed),
         )
 
     async def declare(self, config: RunConfig) -> RunConfig:
@@ -351,21 +457,31 @@ class AsyncMonitorClient:
     async def _retrying(
         self, action: str, operation: Callable[[], Awaitable[Result]]
     ) -> Result:
+        if not self._breaker.allows():
+            raise MonitorUnavailableError(
+                f"{action}: the monitor is unreachable; next try in "
+                f"{self._breaker.retry_in_s:.1f} s",
+                attempts=0,
+            )
         delays = self._retry.delays()
         attempt = 0
         while True:
             attempt += 1
             try:
-                return await operation()
+                result = await operation()
             except MonitorUnavailableError as exc:
                 delay = next(delays, None)
                 if delay is None:
+                    self._breaker.failed(exc)
                     raise MonitorUnavailableError(
                         f"{action}: gave up after {attempt} attempts: {exc}",
                         attempts=attempt,
                     ) from exc
-                log.warning("%s failed (%s); retrying in %.2f s", action, exc, delay)
+                log.info("%s failed (%s); retrying in %.2f s", action, exc, delay)
                 await asyncio.sleep(delay)
+            else:
+                self._breaker.succeeded()
+                return result
 
 
 class MonitorClient:
@@ -398,6 +514,7 @@ class MonitorClient:
         flush_interval_s: float | None = None,
         max_buffered: int = 100_000,
         retry: Retry | None = None,
+        breaker: BreakerSettings | None = None,
     ) -> None:
         self._client = AsyncMonitorClient(
             transport,
@@ -405,6 +522,7 @@ class MonitorClient:
             flush_interval_s=flush_interval_s,
             max_buffered=max_buffered,
             retry=retry,
+            breaker=breaker,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -483,6 +601,11 @@ class MonitorClient:
         """Trials reported but not sent yet."""
         return self._client.pending
 
+    @property
+    def dropped(self) -> int:
+        """Trials dropped because the buffer was full while the monitor was away."""
+        return self._client.dropped
+
     def report(self, events: TrialEvent | Iterable[TrialEvent]) -> None:
         """Buffer trials; send full batches (see :meth:`AsyncMonitorClient.report`)."""
         self._run(self._client.report(events))
@@ -495,9 +618,20 @@ class MonitorClient:
         """The run's status."""
         return self._run(self._client.status(run))
 
-    def next(self, run: str, budget: int) -> list[NextItem]:
-        """Which (model, question, trials) to run next with ``budget`` trials."""
-        return self._run(self._client.next(run, budget))
+    def next(
+        self,
+        run: str,
+        budget: int,
+        *,
+        lease_s: float = DEFAULT_LEASE_S,
+        model: str | None = None,
+    ) -> list[NextItem]:
+        """Reserve trials to run next (see :meth:`AsyncMonitorClient.next`)."""
+        return self._run(self._client.next(run, budget, lease_s=lease_s, model=model))
+
+    def release(self, run: str, items: Iterable[NextItem]) -> int:
+        """Give back reserved trials (see :meth:`AsyncMonitorClient.release`)."""
+        return self._run(self._client.release(run, items))
 
     def declare(self, config: RunConfig) -> RunConfig:
         """Declare a run, or update it."""

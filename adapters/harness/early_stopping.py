@@ -3,19 +3,26 @@
 :class:`MonitorEarlyStopping` implements Inspect's ``EarlyStopping``
 protocol (``inspect_ai.util``); pass it as ``Task(early_stopping=...)``.
 It reads the monitor that :class:`~adapters.harness.inspect_ai.MonitorHook`
-(or any other reporter) feeds; :func:`skip_reason` is its decision, a pure
-function of the monitor's answers.
+(or any other reporter) feeds, and lets a sample-epoch through only on a
+reservation (``next``): so every sample-epoch it runs is in flight at the
+monitor until reported, and no question goes past
+``max_trials_per_question`` at any concurrency. :func:`skip_reason` is its
+judgement of a model, a pure function of the monitor's answers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import math
 import os
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections import Counter
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from inspect_ai.dataset import Sample
 from inspect_ai.log import EvalSpec
@@ -26,12 +33,15 @@ from pydantic import JsonValue
 
 from adapters.harness.client import AsyncMonitorClient, Retry
 from adapters.harness.inspect_ai import InspectSettings, connect, run_name
+from adapters.harness.transports import MonitorUnavailableError
+from monitor.engine import DEFAULT_LEASE_S
 from monitor.errors import ConfigError, MonitorError, UnknownRunError
-from monitor.schema import Status
+from monitor.schema import NextItem, Status
 
 log = logging.getLogger(__name__)
 
 Connect = Callable[[], AbstractAsyncContextManager[AsyncMonitorClient]]
+Result = TypeVar("Result")
 
 
 def skip_reason(
@@ -80,52 +90,66 @@ class _TaskRun:
     questions: tuple[str, ...]
     connect: Connect | None
     lock: asyncio.Lock
+    client: AsyncMonitorClient | None = None
+    stack: contextlib.AsyncExitStack | None = None
     status: Status | None = None
-    asked: dict[str, set[str]] | None = None
+    # Reserved trials not yet let through, per question.
+    held: Counter[str] = field(default_factory=Counter)
+    # Questions some plan named: the monitor knows them.
     known: set[str] = field(default_factory=set)
-    taken_s: float = float("-inf")
+    taken_s: float = -math.inf
+    retry_s: float = -math.inf
     warned: bool = False
     scheduled: int = 0
     skipped: int = 0
+    reserved: int = 0
 
 
 class MonitorEarlyStopping:
     """Skips sample-epochs the monitor no longer needs (Inspect ``EarlyStopping``).
 
     Use it as ``Task(..., early_stopping=MonitorEarlyStopping())``. Before
-    each sample-epoch it reads the monitor (at most every ``refresh_s``) and
-    skips the sample-epoch when
+    each sample-epoch it reads the run's status (at most every
+    ``refresh_s``) and skips the sample-epoch when its model needs no more
+    trials (every comparison it is part of is resolved or unresolvable, or
+    its budget is spent); judged only once the status lists ``min_models``
+    models, since a model alone looks resolved (declare the run's ``models``
+    to have all of them listed from the start).
 
-    - its model needs no more trials (every comparison it is part of is
-      resolved or unresolvable, or its budget is spent); judged only once
-      the status lists ``min_models`` models, since a model alone looks
-      resolved (declare the run's ``models`` to have all of them listed
-      from the start);
-    - or its model needs trials but allocation (``next`` with one round's
-      budget: the task's questions times the models that need trials) asks
-      for other questions of that model and not this one (it has more
-      trials than they do, or reached ``max_trials_per_question``).
-
-    Otherwise the sample-epoch runs: also when the monitor cannot be
-    reached, does not know the run, or has never seen the question.
+    Otherwise the sample-epoch runs only on a reservation: the early
+    stopping holds the trials ``next`` reserved for its model (one round
+    at a time: a trial per question of the task) and lets a sample-epoch
+    through when it holds one of its question, asking for a new round when
+    it holds none. Reserved trials count as in flight at the monitor until
+    reported, so no question ever exceeds ``max_trials_per_question``, at
+    any concurrency and with several evals at once; a question allocation
+    passes over (it has more trials than others, or used its budget) is
+    skipped. Exceptions, where it cannot reserve: the monitor cannot be
+    reached or does not know the run yet, the status lists fewer than
+    ``min_models`` models, or (an open run) the monitor has never seen the
+    question: those sample-epochs run.
 
     It can only skip, never add or reorder sample-epochs: give the task a
     generous ``epochs`` (the most trials per question worth paying for) and
-    let the monitor stop it early. It sees what reporters (the hook) have
-    delivered, not sample-epochs still running or buffered, so a modest
-    ``max_samples`` sharpens its decisions. Over MQTT it reads statuses
-    only (no question-level skips). One instance may serve one task run
-    per model at once (``eval(task, model=[...])``): it tells them apart by
-    the model being evaluated.
+    let the monitor stop it early. Over MQTT it reads statuses only (no
+    reservations). One instance may serve one task run per model at once
+    (``eval(task, model=[...])``): it tells them apart by the model being
+    evaluated.
 
     Args:
-        connect: Opens a client for each look; by default one from the
-            environment (as :class:`MonitorHook`), read when a task starts,
-            reading a state file read-only.
+        connect: Opens the client a task run reads through (once per task
+            run); by default one from the environment (as
+            :class:`MonitorHook`), read when a task starts, reading a state
+            file read-only (the run's trials only, and then only those
+            appended since the last look).
         run: The run id; by default ``SCORIO_MONITOR_RUN`` or the task name.
         min_models: Judge models only once the status lists this many (1
             for a single model with an interval-width target).
-        refresh_s: Reuse a look at the monitor for this long.
+        refresh_s: Reuse a status for this long.
+        lease_s: How long a reservation lasts if its trial is never
+            reported (a failed or unscored sample-epoch); longer than one
+            sample-epoch takes. Reservations a task run did not use are
+            given back when it ends.
         clock: Monotonic seconds.
     """
 
@@ -136,17 +160,19 @@ class MonitorEarlyStopping:
         run: str | None = None,
         min_models: int = 2,
         refresh_s: float = 1.0,
+        lease_s: float = DEFAULT_LEASE_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if min_models < 1 or refresh_s < 0:
+        if min_models < 1 or refresh_s < 0 or not lease_s > 0:
             raise ValueError(
-                "need min_models >= 1 and refresh_s >= 0; got "
-                f"{min_models} and {refresh_s}"
+                "need min_models >= 1, refresh_s >= 0 and lease_s > 0; got "
+                f"{min_models}, {refresh_s} and {lease_s}"
             )
         self._connect = connect
         self._run = run
         self._min_models = min_models
         self._refresh_s = refresh_s
+        self._lease_s = lease_s
         self._clock = clock
         self._tasks: dict[str, _TaskRun] = {}
 
@@ -162,7 +188,7 @@ class MonitorEarlyStopping:
                 log.warning("early stopping is off: %s", exc)
             else:
                 run = run or settings.run
-                connect = _reader(settings)
+                connect = _reader(settings, run or run_name(task.task))
         self._tasks[task.model] = _TaskRun(
             run=run or run_name(task.task),
             model=task.model,
@@ -178,15 +204,8 @@ class MonitorEarlyStopping:
         if task is None:
             return None
         task.scheduled += 1
-        await self._refresh(task)
-        reason = skip_reason(
-            task.status,
-            task.asked,
-            task.known,
-            task.model,
-            str(id),
-            min_models=self._min_models,
-        )
+        async with task.lock:
+            reason = await self._decide(task, str(id))
         if reason is None:
             return None
         task.skipped += 1
@@ -199,15 +218,18 @@ class MonitorEarlyStopping:
         return None
 
     async def complete_task(self) -> dict[str, JsonValue]:
-        """Forget the task run; what it scheduled and skipped, for the log."""
+        """Forget the task run; what it scheduled, reserved and skipped, for the log."""
         task = self._current()
         if task is None:
             return {}
         del self._tasks[task.model]
+        await self._give_back(task)
+        await self._close(task)
         return {
             "run": task.run,
             "model": task.model,
             "scheduled": task.scheduled,
+            "reserved": task.reserved,
             "skipped": task.skipped,
         }
 
@@ -216,46 +238,127 @@ class MonitorEarlyStopping:
             return next(iter(self._tasks.values()))
         return self._tasks.get(str(get_model()))
 
-    async def _refresh(self, task: _TaskRun) -> None:
-        if task.connect is None:
-            return
-        async with task.lock:
-            if self._clock() - task.taken_s < self._refresh_s:
-                return
-            task.status, task.asked = await _look(task.connect, task)
-            task.taken_s = self._clock()
-            for questions in (task.asked or {}).values():
-                task.known.update(questions)
-
-
-def _reader(settings: InspectSettings) -> Connect:
-    # Few, quick retries: a sample-epoch waits for this look.
-    return lambda: connect(settings, read_only=True, retry=Retry(attempts=2))
-
-
-async def _look(
-    open_client: Connect, task: _TaskRun
-) -> tuple[Status | None, dict[str, set[str]] | None]:
-    """The run's status and, if some model needs trials, one round's plan."""
-    try:
-        async with open_client() as client:
+    async def _decide(self, task: _TaskRun, question: str) -> str | None:
+        """Why to skip ``question`` now, or None to run it (holding the lock)."""
+        client = await self._client(task)
+        if client is None:
+            return None
+        now = self._clock()
+        if now - task.taken_s >= self._refresh_s:
+            task.taken_s = now
             try:
-                status = await client.status(task.run)
+                task.status = await self._read(task, client.status(task.run))
             except UnknownRunError:
-                return None, None
-            needing = sum(row.needs_trials for row in status.models)
-            if not needing:
-                return status, None
+                # A state file opened before the run's first trial does not
+                # list it: open it again at a later look.
+                task.status = None
+                await self._close(task)
+                return None
+        status = task.status
+        if status is None or len(status.models) < self._min_models:
+            return None
+        reason = skip_reason(status, None, (), task.model, question)
+        if reason is not None:
+            return reason
+        if task.model not in {row.model for row in status.models}:
+            return None
+        if task.held[question] == 0:
             try:
-                plan = await client.next(task.run, len(task.questions) * needing)
-            except NotImplementedError:
-                return status, None
-    except MonitorError as exc:
+                plan = await self._read(
+                    task,
+                    client.next(
+                        task.run,
+                        len(task.questions),
+                        lease_s=self._lease_s,
+                        model=task.model,
+                    ),
+                )
+            except UnknownRunError:
+                return None
+            if plan is None:
+                return None
+            for item in plan:
+                task.held[item.question] += item.trials
+                task.known.add(item.question)
+                task.reserved += item.trials
+        if task.held[question] > 0:
+            task.held[question] -= 1
+            return None
+        if status.open and question not in task.known:
+            return None  # never seen: the monitor cannot plan it yet
+        return (
+            f"allocation asks for other questions of {task.model} first "
+            "(or this one has used its budget)"
+        )
+
+    async def _client(self, task: _TaskRun) -> AsyncMonitorClient | None:
+        """The task run's client, opened on first use (retried after a failure)."""
+        if task.client is not None or task.connect is None:
+            return task.client
+        now = self._clock()
+        if now - task.retry_s < self._refresh_s:
+            return None
+        task.retry_s = now
+        stack = contextlib.AsyncExitStack()
+        try:
+            task.client = await stack.enter_async_context(task.connect())
+        except MonitorError as exc:
+            await stack.aclose()
+            self._warn(task, exc)
+            return None
+        task.stack = stack
+        return task.client
+
+    async def _give_back(self, task: _TaskRun) -> None:
+        """Release the reserved trials the task run did not use."""
+        unused = [
+            NextItem(model=task.model, question=question, trials=count)
+            for question, count in task.held.items()
+            if count > 0
+        ]
+        if not unused or task.client is None:
+            return
+        try:
+            await task.client.release(task.run, unused)
+        except (MonitorError, NotImplementedError) as exc:
+            log.info("unused reservations stay until they expire: %s", exc)
+        task.held.clear()
+
+    async def _close(self, task: _TaskRun) -> None:
+        stack, task.stack, task.client = task.stack, None, None
+        if stack is not None:
+            try:
+                await stack.aclose()
+            except MonitorError as exc:
+                log.warning("early stopping: closing the monitor client: %s", exc)
+
+    async def _read(self, task: _TaskRun, answer: Awaitable[Result]) -> Result | None:
+        """The monitor's answer, or None (warned once) when it has none.
+
+        Raises:
+            UnknownRunError: when the monitor does not know the run.
+        """
+        try:
+            return await answer
+        except NotImplementedError:
+            return None  # over MQTT: no plans
+        except UnknownRunError:
+            raise  # the caller decides
+        except MonitorError as exc:
+            self._warn(task, exc)
+            return None
+
+    def _warn(self, task: _TaskRun, exc: MonitorError) -> None:
+        if isinstance(exc, MonitorUnavailableError):
+            # The client's circuit breaker said so once; sample-epochs run.
+            log.info("early stopping runs every sample-epoch for now: %s", exc)
+            return
         if not task.warned:
             task.warned = True
             log.warning("early stopping cannot read the monitor yet: %s", exc)
-        return None, None
-    asked: dict[str, set[str]] = {}
-    for item in plan:
-        asked.setdefault(item.model, set()).add(item.question)
-    return status, asked
+
+
+def _reader(settings: InspectSettings, run: str) -> Connect:
+    # One attempt: a sample-epoch waits for this look, and the client's
+    # circuit breaker stops asking a monitor that is away.
+    return lambda: connect(settings, read_only=True, retry=Retry(attempts=1), run=run)

@@ -13,10 +13,18 @@ run        the task name (``SCORIO_MONITOR_RUN`` to choose another);
            ``/``, ``+`` and ``#`` become ``.``
 model      the evaluated model, e.g. ``openai/gpt-4o``
 question   the dataset sample id
-trial      the epoch minus one
+trial      the attempt: ``<eval id>:<epoch - 1>`` (see below)
 category   the score, mapped as below
 cost       the model's output tokens; working time (else total time)
 =========  ==========================================================
+
+A trial is one attempt. Its id joins the eval's own id (Inspect's
+``eval_id``, new for every ``inspect eval`` of a task and model) and the
+epoch, so a second eval of the same task and model adds trials instead of
+overwriting the first one's, while a re-delivery of the same sample-epoch
+(the hook retrying a batch) is counted once. State files written when the
+trial id was the bare epoch (``0``, ``1``, ...) keep their trials: new ids
+never collide with them.
 
 Scores become categories: a string through ``SCORIO_MONITOR_CATEGORIES`` (a
 JSON object), by default ``C`` → 1, ``I`` → 0, ``P`` → 0, ``N`` → 0 (a
@@ -29,8 +37,16 @@ not sent. With several scorers, ``SCORIO_MONITOR_SCORER`` names the one to
 use (default: the first). Also read: ``SCORIO_MONITOR_TOKEN`` (bearer
 token), ``SCORIO_MONITOR_TOPIC_PREFIX`` (MQTT, default ``scorio``),
 ``SCORIO_MONITOR_BATCH_SIZE`` (50) and ``SCORIO_MONITOR_FLUSH_INTERVAL_S``
-(0.5). Callbacks only buffer; a background task sends the batches, the end
-of each task flushes, and the end of the run flushes and closes.
+(0.5), ``SCORIO_MONITOR_MAX_BUFFERED`` (100000). Callbacks only buffer; a
+background task sends the batches, the end of each task flushes, and the end
+of the run flushes and closes.
+
+A monitor that is away never holds the eval up: each send is one attempt,
+and after a failure the client's circuit breaker answers at once (no
+network) until a probe finds the monitor back; it warns once. Trials wait
+in the buffer (up to ``SCORIO_MONITOR_MAX_BUFFERED``; beyond, new ones are
+dropped with one warning) and go out when the monitor returns; what is
+still unsent when the run ends is logged as an error with its count.
 
 **Early stopping** lives in :mod:`adapters.harness.early_stopping`; it reads
 the monitor this hook feeds.
@@ -65,7 +81,11 @@ from inspect_ai.log import EvalSample
 from inspect_ai.scorer import Score
 
 from adapters.harness.client import AsyncMonitorClient, Retry, transport_for
-from adapters.harness.transports import EmbeddedTransport, check_run
+from adapters.harness.transports import (
+    EmbeddedTransport,
+    MonitorUnavailableError,
+    check_run,
+)
 from monitor.engine import Monitor
 from monitor.errors import ConfigError, MonitorError
 from monitor.schema import Cost, TrialEvent
@@ -98,6 +118,7 @@ class InspectSettings:
     categories: Mapping[str, int] = field(default_factory=lambda: DEFAULT_CATEGORIES)
     batch_size: int = 50
     flush_interval_s: float = 0.5
+    max_buffered: int = 100_000
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str]) -> InspectSettings:
@@ -127,13 +148,17 @@ class InspectSettings:
                 flush_interval_s=float(
                     environ.get("SCORIO_MONITOR_FLUSH_INTERVAL_S", "0.5")
                 ),
+                max_buffered=int(environ.get("SCORIO_MONITOR_MAX_BUFFERED", "100000")),
             )
         except ValueError as exc:
             raise ConfigError(f"scorio-monitor settings: {exc}") from exc
-        if settings.batch_size < 1 or not settings.flush_interval_s > 0:
+        if (
+            not 1 <= settings.batch_size <= settings.max_buffered
+            or not settings.flush_interval_s > 0
+        ):
             raise ConfigError(
-                "SCORIO_MONITOR_BATCH_SIZE must be >= 1 and "
-                "SCORIO_MONITOR_FLUSH_INTERVAL_S > 0"
+                "need 1 <= SCORIO_MONITOR_BATCH_SIZE <= SCORIO_MONITOR_MAX_BUFFERED "
+                "and SCORIO_MONITOR_FLUSH_INTERVAL_S > 0"
             )
         return settings
 
@@ -160,11 +185,13 @@ async def connect(
     flush_interval_s: float | None = None,
     read_only: bool = False,
     retry: Retry | None = None,
+    run: str | None = None,
 ) -> AsyncIterator[AsyncMonitorClient]:
     """A client for the settings' monitor; an embedded one opens the state file.
 
     ``read_only`` opens the state file for reading while another process
-    (or the hook) writes it: the client sees the state as it was opened.
+    (or the hook) writes it: the client follows the trials appended since
+    (at each status or plan). ``run`` (read-only) reads that run only.
 
     Raises:
         StoreError: when the state file cannot be opened.
@@ -177,19 +204,24 @@ async def connect(
             transport,
             batch_size=settings.batch_size,
             flush_interval_s=flush_interval_s,
+            max_buffered=settings.max_buffered,
             retry=retry,
         ) as client:
             yield client
         return
     path = settings.state or "scorio-monitor.db"
     monitor = await asyncio.to_thread(
-        lambda: Monitor(SqliteStore(path, read_only=read_only))
+        lambda: Monitor(
+            SqliteStore(path, read_only=read_only, run=run if read_only else None),
+            shared_refresh_s=0.0,
+        )
     )
     try:
         async with AsyncMonitorClient(
             EmbeddedTransport(monitor),
             batch_size=settings.batch_size,
             flush_interval_s=flush_interval_s,
+            max_buffered=settings.max_buffered,
             retry=retry,
         ) as client:
             yield client
@@ -215,10 +247,29 @@ def category_of(value: object, categories: Mapping[str, int]) -> int | None:
     return None
 
 
+def attempt_id(eval_id: str, epoch: int) -> str:
+    """The trial id of an eval's sample-epoch (``epoch`` counts from 1).
+
+    Examples:
+        >>> attempt_id("Xk3fPq", 1)
+        'Xk3fPq:0'
+    """
+    return f"{eval_id}:{epoch - 1}"
+
+
 def trial_event(
-    sample: EvalSample, *, run: str, model: str, settings: InspectSettings
+    sample: EvalSample,
+    *,
+    run: str,
+    model: str,
+    eval_id: str,
+    settings: InspectSettings,
 ) -> TrialEvent | None:
-    """The trial a finished sample-epoch stands for; ``None`` (logged) if none."""
+    """The trial a finished sample-epoch stands for; ``None`` (logged) if none.
+
+    ``eval_id`` is the eval's id (``EvalSpec.eval_id``): with the epoch it
+    makes the trial id (:func:`attempt_id`).
+    """
     where = f"{model} on sample {sample.id!r}, epoch {sample.epoch}"
     if sample.error is not None:
         log.info("not counted: %s failed: %s", where, sample.error.message)
@@ -243,7 +294,7 @@ def trial_event(
         run=run,
         model=model,
         question=str(sample.id),
-        trial=str(sample.epoch - 1),
+        trial=attempt_id(eval_id, sample.epoch),
         category=category,
         cost=_cost(sample, model),
         ts=_timestamp(sample.completed_at),
@@ -293,6 +344,7 @@ class _Reporter:
 @dataclass(frozen=True, slots=True)
 class _TaskReport:
     run_id: str
+    eval_id: str
     run: str
     model: str
 
@@ -328,7 +380,14 @@ class MonitorHook(Hooks):
         stack = contextlib.AsyncExitStack()
         try:
             client = await stack.enter_async_context(
-                connect(settings, flush_interval_s=settings.flush_interval_s)
+                # One attempt per send: the client's circuit breaker and
+                # background flush do the retrying, so a monitor that is
+                # away never holds the eval up.
+                connect(
+                    settings,
+                    flush_interval_s=settings.flush_interval_s,
+                    retry=Retry(attempts=1),
+                )
             )
         except MonitorError as exc:
             await stack.aclose()
@@ -342,6 +401,7 @@ class MonitorHook(Hooks):
         if reporter is not None:
             self._tasks[data.eval_id] = _TaskReport(
                 run_id=data.run_id,
+                eval_id=data.eval_id,
                 run=reporter.settings.run or run_name(data.spec.task),
                 model=data.spec.model,
             )
@@ -353,12 +413,13 @@ class MonitorHook(Hooks):
         if task is None or reporter is None:
             return
         event = trial_event(
-            data.sample, run=task.run, model=task.model, settings=reporter.settings
+            data.sample,
+            run=task.run,
+            model=task.model,
+            eval_id=task.eval_id,
+            settings=reporter.settings,
         )
         if event is None:
-            return
-        if reporter.client.is_full:
-            log.warning("monitor unreachable and buffer full; dropped %s", event)
             return
         try:
             await reporter.client.report(event)
@@ -373,6 +434,14 @@ class MonitorHook(Hooks):
             return
         try:
             await reporter.client.flush()
+        except MonitorUnavailableError as exc:
+            # The client warned when the monitor went away; its trials wait.
+            log.info(
+                "%d trials of task %s wait for the monitor: %s",
+                reporter.client.pending,
+                task.run,
+                exc,
+            )
         except MonitorError as exc:
             log.warning("could not send the trials of task %s: %s", task.run, exc)
 
@@ -384,7 +453,18 @@ class MonitorHook(Hooks):
                 del self._tasks[eval_id]
         if reporter is None:
             return
+        client = reporter.client
         try:
             await reporter.stack.aclose()
         except MonitorError as exc:
-            log.error("trials of this run were not all delivered: %s", exc)
+            log.error(
+                "%d trials of this run were not delivered (the monitor is away): %s",
+                client.pending,
+                exc,
+            )
+        if client.dropped:
+            log.error(
+                "%d trials were dropped while the monitor was away and the "
+                "buffer was full",
+                client.dropped,
+            )

@@ -103,12 +103,18 @@ class Transport(Protocol):
         """The run's status."""
         ...
 
-    async def next(self, run: str, budget: int) -> list[NextItem]:
-        """Which (model, question, trials) to run next with ``budget`` trials."""
+    async def next(
+        self, run: str, budget: int, lease_s: float, model: str | None = None
+    ) -> list[NextItem]:
+        """Reserve ``budget`` trials for ``lease_s`` seconds (0: plan only)."""
         ...
 
     async def declare(self, config: RunConfig) -> RunConfig:
         """Declare (or update) a run."""
+        ...
+
+    async def release(self, run: str, items: Sequence[NextItem]) -> int:
+        """Give back reserved trials that will not run."""
         ...
 
 
@@ -159,7 +165,11 @@ class HttpTransport:
     async def __aenter__(self) -> HttpTransport:
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
         self._http = httpx.AsyncClient(
-            base_url=self._url, headers=headers, timeout=self._timeout_s
+            base_url=self._url,
+            headers=headers,
+            # A monitor that is away must not hold the harness up: connecting
+            # to one that is there takes milliseconds.
+            timeout=httpx.Timeout(self._timeout_s, connect=min(self._timeout_s, 1.0)),
         )
         return self
 
@@ -187,9 +197,14 @@ class HttpTransport:
         response = await self._request("GET", f"{_run_path(run)}/status", run)
         return _parsed(Status.model_validate_json, response)
 
-    async def next(self, run: str, budget: int) -> list[NextItem]:
+    async def next(
+        self, run: str, budget: int, lease_s: float, model: str | None = None
+    ) -> list[NextItem]:
+        params: dict[str, int | float | str] = {"budget": budget, "lease_s": lease_s}
+        if model is not None:
+            params["model"] = model
         response = await self._request(
-            "GET", f"{_run_path(run)}/next", run, params={"budget": budget}
+            "GET", f"{_run_path(run)}/next", run, params=params
         )
         return _parsed(_NEXT_ITEMS.validate_json, response)
 
@@ -199,6 +214,15 @@ class HttpTransport:
         )
         return _parsed(RunConfig.model_validate_json, response)
 
+    async def release(self, run: str, items: Sequence[NextItem]) -> int:
+        body = _NEXT_ITEMS.dump_json(list(items))
+        response = await self._request(
+            "POST", f"{_run_path(run)}/release", run, content=body
+        )
+        answer = _json(response)
+        released = answer.get("released") if isinstance(answer, dict) else None
+        return released if isinstance(released, int) else 0
+
     async def _request(
         self,
         method: str,
@@ -206,7 +230,7 @@ class HttpTransport:
         run: str | None,
         *,
         content: bytes | None = None,
-        params: dict[str, int] | None = None,
+        params: dict[str, int | float | str] | None = None,
     ) -> httpx.Response:
         """The one place httpx's errors and HTTP statuses become monitor errors."""
         if self._http is None:
@@ -354,7 +378,9 @@ class MqttTransport:
             raise UnknownRunError(run) from None
         return self._statuses[run]
 
-    async def next(self, run: str, budget: int) -> list[NextItem]:
+    async def next(
+        self, run: str, budget: int, lease_s: float, model: str | None = None
+    ) -> list[NextItem]:
         raise NotImplementedError(
             "next needs the HTTP API or an embedded monitor; MQTT carries trials "
             "and statuses only"
@@ -363,6 +389,11 @@ class MqttTransport:
     async def declare(self, config: RunConfig) -> RunConfig:
         raise NotImplementedError(
             "declaring a run needs the HTTP API or an embedded monitor"
+        )
+
+    async def release(self, run: str, items: Sequence[NextItem]) -> int:
+        raise NotImplementedError(
+            "releasing reservations needs the HTTP API or an embedded monitor"
         )
 
     def _topic(self, run: str, kind: str) -> str:
@@ -479,11 +510,22 @@ class EmbeddedTransport:
     async def status(self, run: str) -> Status:
         return await self._call(functools.partial(self._monitor.status, run))
 
-    async def next(self, run: str, budget: int) -> list[NextItem]:
-        return await self._call(functools.partial(self._monitor.next, run, budget))
+    async def next(
+        self, run: str, budget: int, lease_s: float, model: str | None = None
+    ) -> list[NextItem]:
+        return await self._call(
+            functools.partial(
+                self._monitor.next, run, budget, lease_s=lease_s, model=model
+            )
+        )
 
     async def declare(self, config: RunConfig) -> RunConfig:
         return await self._call(functools.partial(self._monitor.configure, config))
+
+    async def release(self, run: str, items: Sequence[NextItem]) -> int:
+        return await self._call(
+            functools.partial(self._monitor.release, run, list(items))
+        )
 
     async def _call(self, function: Callable[[], Result]) -> Result:
         async with self._lock:

@@ -35,6 +35,21 @@ class LmEvalResults:
     model_name: str | None
     configs: Mapping[str, Mapping[str, object]]
     scores: tuple[TaskScore, ...]
+    # The run's --model_args, as given (keys only matter here).
+    model_args: Mapping[str, object] | None = None
+
+    @property
+    def names_its_model(self) -> bool:
+        """Whether ``model_name`` came from the user's model args.
+
+        lm-eval takes the model's name from ``pretrained=`` (or ``peft=``,
+        ``delta=``, ``model=``, ``path=``, ``engine=``); without any of them
+        it makes one up (eight random letters). Files without the run's
+        config say nothing: they are taken to name it.
+        """
+        if self.model_args is None:
+            return True
+        return any(key in self.model_args for key in _NAMING_ARGS)
 
     def score(self, task: str, metric: str, filter: str) -> TaskScore | None:
         """The aggregate of ``metric`` under ``filter`` for ``task``, if logged."""
@@ -69,6 +84,8 @@ def read_results(path: Path) -> LmEvalResults:
                 TaskScore(task, metric, filter_name, _real(value), _real(stderr))
             )
     model_name = document.get("model_name")
+    run_config = _table(document.get("config"))
+    model_args = _model_args(run_config.get("model_args")) if run_config else None
     return LmEvalResults(
         model_name=model_name if isinstance(model_name, str) and model_name else None,
         configs={
@@ -77,6 +94,7 @@ def read_results(path: Path) -> LmEvalResults:
             if isinstance(config, dict)
         },
         scores=tuple(scores),
+        model_args=model_args,
     )
 
 
@@ -106,6 +124,19 @@ def results_path(samples: Path, date: str | None) -> Path | None:
         if not path.name.startswith("samples_")
     )
     return others[0] if others else None
+
+
+_NAMING_ARGS = ("pretrained", "peft", "delta", "model", "path", "engine")
+
+
+def _model_args(value: object) -> dict[str, object]:
+    """``--model_args`` as logged: a dict, or the ``k=v,k=v`` string."""
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        pairs = (part.partition("=") for part in value.split(",") if part.strip())
+        return {key.strip(): text for key, _, text in pairs}
+    return {}
 
 
 def _table(value: object) -> dict[str, object]:

@@ -8,7 +8,7 @@ samples file's folder, which lm-eval names after the model) and question
 ``doc_id`` (``<task>:<doc_id>`` when the options name another run, so the
 tasks of a group can share one run):
 
-- by default one trial (``0``) per document whose category is the logged
+- by default one trial per document whose category is the logged
   metric (``exact_match``, ``acc``: 0 or 1) of the task's first filter
   (``none`` when it has none); a filter whose value combines several
   generations (``maj@k``, a keep-all ``take_first_k``) is read only when
@@ -17,6 +17,20 @@ tasks of a group can share one run):
   its position), re-scored by :mod:`adapters.lm_eval.rescoring` and checked
   against the logged value; tasks with one generation per document
   (multiple choice) keep the logged metric.
+
+A trial is one attempt: its id is ``<date>:<repeat>``, the date of the run
+that wrote the file (the ``<date>`` of ``samples_<task>_<date>.jsonl`` and
+``results_<date>.json``, new for every lm-eval run) and the generation's
+position (``0`` without repeats). Two runs into one output directory so add
+up, while reading the same files again counts nothing twice. Legacy files
+(lm-eval 0.4.0-0.4.2, no date in the name) keep the bare position.
+
+A ``--predict_only`` run logs no scores and replaces the task's metrics
+with ``bypass``: multiple-choice tasks are scored as lm-eval scores ``acc``
+(the gold choice has the highest logged log-likelihood); other tasks are
+refused, saying that the task's metric and options are missing. A model
+name lm-eval made up (no ``pretrained=`` or other naming model arg) is
+refused with a hint to name the model.
 
 A line that cannot be read becomes a :class:`Rejection` naming the file and
 line (a sample number in legacy files, which are one JSON array).
@@ -176,6 +190,7 @@ class _Context:
     run: str
     model: str
     prefix: str
+    attempt: str
     config: Mapping[str, object] | None
 
 
@@ -201,6 +216,7 @@ class _SamplesFile:
         self._seen: set[str] = set()
         self._filters: dict[str, None] = {}
         self._failed = False
+        self._predict_only = False
         self._finished = False
 
     def read(self, final: bool) -> Iterator[Item]:
@@ -218,6 +234,9 @@ class _SamplesFile:
                 return
             self._context, problems = opened
             yield from problems
+            if self._failed:
+                self._finished = True
+                return
         with self.path.open("rb") as handle:
             if self._offset == 0 and _first_byte(handle) == b"[":
                 handle.seek(0)
@@ -259,10 +278,27 @@ class _SamplesFile:
             or (results.model_name if results is not None else None)
             or self.path.resolve().parent.name
         )
+        if (
+            self._options.model is None
+            and results is not None
+            and results.model_name is not None
+            and not results.names_its_model
+        ):
+            # lm-eval made this name up: trials under it would be a model
+            # nobody can recognise, and a new one on every run.
+            self._failed = True
+            reason = (
+                f"lm-eval named the model {results.model_name!r} itself: its "
+                "--model_args have no pretrained= (nor model=, path=, engine=, "
+                "peft=, delta=); name the model with --model NAME, or run "
+                "lm-eval with --model_args pretrained=NAME"
+            )
+            problems.append(Rejection(reason=reason, source=str(self.path)))
         config = None if results is None else results.configs.get(task)
         run = self._options.run or task
         prefix = "" if run == task else f"{task}:"
-        return _Context(run, model, prefix, config), problems
+        attempt = "" if date is None else f"{date}:"
+        return _Context(run, model, prefix, attempt, config), problems
 
     def _read_array(self, handle: BinaryIO, final: bool) -> Iterator[Item]:
         """A legacy file: one JSON array of samples, read once it is complete."""
@@ -321,6 +357,8 @@ class _SamplesFile:
         if question in self._seen:
             return []
         self._seen.add(question)
+        if self._predict_only:
+            return self._predicted(record, question, line)
         if self._rescorer is not None:
             return self._rescored(self._rescorer, record, question, line)
         generations = _generations(record)
@@ -349,6 +387,11 @@ class _SamplesFile:
         else:
             self._filter = first_seen
         steps = found.get(self._filter, [])
+        metrics = (config or {}).get("metric_list")
+        if metrics == [{"metric": "bypass"}]:
+            # --predict_only: lm-eval scored nothing and kept no metric.
+            self._predict_only = True
+            return
         if self._options.repeats:
             built = (
                 "no results file with the task's config was found"
@@ -371,6 +414,45 @@ class _SamplesFile:
                 "generations; name it to count its value once per document, or "
                 "use repeats"
             )
+
+    def _predicted(
+        self, record: Mapping[str, object], question: str, line: int | None
+    ) -> list[Item]:
+        """A --predict_only line: scored as the task would, where that is known.
+
+        Multiple choice is: ``acc`` is whether the gold choice has the
+        highest log-likelihood, which the logged responses hold. Generated
+        answers are not: the task's metric and its options (exact_match's
+        ignore_case, regexes_to_ignore, ...) are gone from the results file.
+        """
+        config = None if self._context is None else self._context.config
+        output_type = (config or {}).get("output_type")
+        if output_type != "multiple_choice":
+            self._failed = True
+            reason = (
+                "a --predict_only run: lm-eval logged no scores, and its results "
+                "file no longer says how the task scores (metric_list is "
+                f"'bypass'; output_type {output_type!r}). Missing: the task's "
+                "metric and its options. Re-run lm-eval without --predict_only "
+                "to count this task"
+            )
+            return [self._reject(reason, line, record)]
+        likelihoods = _choice_likelihoods(record)
+        target = record.get("target")
+        gold = (
+            int(target)
+            if isinstance(target, int | str) and str(target).isdigit()
+            else None
+        )
+        if likelihoods is None or gold is None or gold >= len(likelihoods):
+            reason = (
+                "a --predict_only multiple-choice line needs resps of "
+                "[[log-likelihood, is_greedy]] per choice and a target that is "
+                f"the gold choice's index; got target {target!r}"
+            )
+            return [self._reject(reason, line, record)]
+        best = max(range(len(likelihoods)), key=likelihoods.__getitem__)
+        return [self._event(question, 0, int(best == gold))]
 
     def _logged(
         self, record: Mapping[str, object], question: str, line: int | None
@@ -404,9 +486,9 @@ class _SamplesFile:
             return category
         if value is None:
             return (
-                f"{metric} has no value (a --predict_only run scores nothing); "
-                "use repeats to re-score the generations; the rest of the file "
-                "is skipped"
+                f"{metric} has no value (a --predict_only run scores nothing), "
+                "and no results file with the task's config was found to score "
+                "it; the rest of the file is skipped"
             )
         if isinstance(value, int | float) and value in (0, 1):
             return int(value)
@@ -452,7 +534,9 @@ class _SamplesFile:
             "run": self._context.run,
             "model": self._context.model,
             "question": self._context.prefix + question,
-            "trial": trial,
+            "trial": self._context.attempt + str(trial)
+            if self._context.attempt
+            else trial,
             "category": category,
         }
 
@@ -475,6 +559,22 @@ def _generations(record: Mapping[str, object]) -> list[str] | None:
     if not isinstance(first, list) or not all(isinstance(g, str) for g in first):
         return None
     return first
+
+
+def _choice_likelihoods(record: Mapping[str, object]) -> list[float] | None:
+    """Per choice, the log-likelihood of a multiple-choice line's ``resps``."""
+    responses = record.get("resps")
+    if not isinstance(responses, list) or not responses:
+        return None
+    values = []
+    for response in responses:
+        first = response[0] if isinstance(response, list) and response else None
+        value = first[0] if isinstance(first, list) and first else first
+        try:
+            values.append(float(value))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return None
+    return values
 
 
 def _metric_names(record: Mapping[str, object]) -> list[str]:

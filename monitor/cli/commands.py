@@ -13,7 +13,7 @@ import math
 import os
 from pathlib import Path
 
-from monitor.cli.common import DEFAULT_STATE, Subparsers
+from monitor.cli.common import DEFAULT_STATE, Subparsers, add_url_arguments
 
 INGEST_FORMATS = ("lm-eval", "jsonl", "csv", "npz")
 TRIAL_FIELDS = ("run", "model", "question", "trial", "category", "correct")
@@ -68,9 +68,11 @@ def _live_commands(commands: Subparsers) -> None:
     watch_command.add_argument(
         "--token",
         default=os.environ.get("SCORIO_MONITOR_HTTP_TOKEN"),
-        help="with --http: bearer token the write routes then need (default: "
-        "$SCORIO_MONITOR_HTTP_TOKEN, which keeps it out of the process list)",
+        help="with --http: bearer token the write routes then need; with --url: "
+        "the token sent (default: $SCORIO_MONITOR_HTTP_TOKEN, which keeps it "
+        "out of the process list)",
     )
+    add_url_arguments(watch_command, token=False)
     watch_command.set_defaults(handler="live:run_watch")
 
     status = commands.add_parser(
@@ -81,10 +83,29 @@ def _live_commands(commands: Subparsers) -> None:
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(handler="reading:run_status")
 
-    plan = commands.add_parser("next", help="which trials to run next")
+    plan = commands.add_parser(
+        "next",
+        help="which trials to run next",
+        description=(
+            "Plan BUDGET trials. Asked of a running service (--url), the plan "
+            "is a reservation: its trials count as in flight in every later "
+            "plan until reported or until the lease expires. A state file is "
+            "read as it is: its plan reserves nothing."
+        ),
+    )
     plan.add_argument("--state", type=Path, help=_STATE_HELP)
+    plan.add_argument(
+        "--url", help="a running service's HTTP API, e.g. http://127.0.0.1:8000"
+    )
+    plan.add_argument("--token", help="bearer token for --url")
     plan.add_argument("--run", required=True, help="the run")
     plan.add_argument("--budget", type=int, required=True, help="trials to allocate")
+    plan.add_argument(
+        "--lease-s",
+        type=float,
+        default=None,
+        help="--url: how long the reservation lasts (default: the service's, 600)",
+    )
     plan.add_argument("--json", action="store_true", help="print JSON")
     plan.set_defaults(handler="reading:run_next")
 
@@ -193,6 +214,7 @@ def _add_ingest_arguments(ingest: argparse.ArgumentParser) -> None:
     ingest.add_argument(
         "--json", action="store_true", help="print the final status JSON"
     )
+    add_url_arguments(ingest)
 
 
 def _serving_commands(commands: Subparsers) -> None:

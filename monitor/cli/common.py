@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import sys
 from collections.abc import Sequence
@@ -172,3 +173,27 @@ def listening_socket(host: str, port: int) -> socket.socket:
     # in the backlog until the server accepts, instead of being refused.
     sock.listen(2048)
     return sock
+
+
+def add_url_arguments(parser: argparse.ArgumentParser, token: bool = True) -> None:
+    """``--url`` and ``--token``: send to a running service instead of a file.
+
+    ``token=False`` when the command has a ``--token`` of its own already
+    (``watch``, whose ``--http`` takes one too); ``--url`` then uses it.
+    """
+    parser.add_argument(
+        "--url",
+        help="send the trials to a running service's HTTP API (e.g. "
+        "http://127.0.0.1:8000) instead of a state file",
+    )
+    if token:
+        parser.add_argument(
+            "--token",
+            help="bearer token for --url (default: $SCORIO_MONITOR_TOKEN)",
+        )
+
+
+def url_token(arguments: argparse.Namespace) -> str | None:
+    """The token for ``--url``: the option, else ``SCORIO_MONITOR_TOKEN``."""
+    token: str | None = arguments.token or os.environ.get("SCORIO_MONITOR_TOKEN")
+    return token or None

@@ -8,7 +8,7 @@ import json
 import signal
 import sys
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -26,7 +26,9 @@ from monitor.cli.common import (
     check_input,
     is_npz,
     print_statuses,
+    url_token,
 )
+from monitor.cli.remote import ingest_to_url
 from monitor.config import (
     load_run_configs,
 )
@@ -116,6 +118,8 @@ def run_ingest(arguments: argparse.Namespace) -> int:
     _check_ingest_options(arguments)
     if path.exists() or not arguments.follow:
         check_input(path, arguments.format, "ingest")
+    if arguments.url is not None:
+        return _ingest_to_url(path, arguments)
     state = arguments.state or _ingest_state(path)
     printer = RejectionPrinter(path)
     events: list[StoredEvent] = []
@@ -159,6 +163,34 @@ def run_ingest(arguments: argparse.Namespace) -> int:
                     status_view(status, [e for e in events if e.run == status.run])
                 )
     if valid == 0:
+        print("scorio-monitor: no valid trials read", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _ingest_to_url(path: Path, arguments: argparse.Namespace) -> int:
+    """``ingest --url``: the same readers, into a running service."""
+    if arguments.format == "npz":
+        raise ValueError("--url takes --format lm-eval, jsonl or csv, not npz")
+    if arguments.state is not None:
+        raise ValueError("--url sends to a service; it keeps no --state")
+    if arguments.format == "lm-eval":
+        reader = _lm_eval_reader(path, arguments)
+        if arguments.follow:
+            _stop_reader_on_signals(reader)
+        batches: Iterable[ItemBatch] = reader.batches()
+    else:
+        batches = _row_batches(path, arguments)
+    sent, statuses = ingest_to_url(
+        batches, arguments.url, url_token(arguments), arguments.config
+    )
+    if arguments.json:
+        print_statuses(statuses)
+    else:
+        console = terminal()
+        for status in statuses:
+            console.print(status_view(status, []))
+    if sent.trials == 0:
         print("scorio-monitor: no valid trials read", file=sys.stderr)
         return 1
     return 0

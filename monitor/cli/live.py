@@ -24,7 +24,9 @@ from monitor.cli.common import (
     check_input,
     listening_socket,
     print_statuses,
+    url_token,
 )
+from monitor.cli.remote import resume_point, watch_to_url
 from monitor.config import (
     HttpSettings,
     load_run_configs,
@@ -43,6 +45,8 @@ def run_watch(arguments: argparse.Namespace) -> int:
     path = None if arguments.path == "-" else Path(arguments.path)
     if path is not None:
         check_input(path, "lines", "watch")
+    if arguments.url is not None:
+        return _watch_to_url(path, arguments)
     state = arguments.state or (
         DEFAULT_STATE if path is None else path.with_name(path.stem + ".monitor.db")
     )
@@ -131,6 +135,27 @@ def run_watch(arguments: argparse.Namespace) -> int:
         printer.summarise()
         _print_final(monitor, arguments.json, live, console, events)
     if totals.items and totals.valid == 0:
+        print("scorio-monitor: no valid trial events read", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _watch_to_url(path: Path | None, arguments: argparse.Namespace) -> int:
+    """``watch --url``: follow the file into a running service."""
+    if arguments.state is not None or arguments.http is not None:
+        raise ValueError("--url sends to a service; it takes no --state or --http")
+    source = JsonLines(path, follow=arguments.follow, resume=resume_point(path))
+    _stop_on_signals(source)
+    sent, statuses = watch_to_url(
+        source, path, arguments.url, url_token(arguments), arguments.config
+    )
+    if arguments.json:
+        print_statuses(statuses)
+    else:
+        console = terminal()
+        for status in statuses:
+            console.print(status_view(status, []))
+    if sent.trials == 0 and sent.rejected:
         print("scorio-monitor: no valid trial events read", file=sys.stderr)
         return 1
     return 0

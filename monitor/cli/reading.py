@@ -31,16 +31,29 @@ def run_status(arguments: argparse.Namespace) -> int:
 
 
 def run_next(arguments: argparse.Namespace) -> int:
-    state = find_state(arguments.state)
-    with Monitor(SqliteStore(state, read_only=True)) as monitor:
-        items = monitor.next(arguments.run, arguments.budget)
+    if arguments.url is not None:
+        # The client's modules load only when a service is asked.
+        from adapters.harness import MonitorClient, Retry, transport_for
+        from monitor.engine import DEFAULT_LEASE_S
+
+        lease_s = DEFAULT_LEASE_S if arguments.lease_s is None else arguments.lease_s
+        transport = transport_for(arguments.url, token=arguments.token)
+        with MonitorClient(transport, retry=Retry(attempts=3)) as client:
+            items = client.next(arguments.run, arguments.budget, lease_s=lease_s)
+    else:
+        # A read-only file holds no reservation: the plan is a look ahead.
+        state = find_state(arguments.state)
+        with Monitor(SqliteStore(state, read_only=True)) as monitor:
+            items = monitor.next(arguments.run, arguments.budget, lease_s=0)
     if arguments.json:
         print(json.dumps([item.model_dump() for item in items], indent=2))
     else:
         # Tab-separated for scripts, with a header a reader can follow.
-        print("model\tquestion\ttrials")
+        leased = any(item.lease is not None for item in items)
+        print("model\tquestion\ttrials" + ("\tlease\texpires" if leased else ""))
         for item in items:
-            print(f"{item.model}\t{item.question}\t{item.trials}")
+            lease = "" if item.lease is None else f"\t{item.lease}\t{item.expires}"
+            print(f"{item.model}\t{item.question}\t{item.trials}{lease}")
         if not items:
             print("scorio-monitor: no trials needed", file=sys.stderr)
     return 0

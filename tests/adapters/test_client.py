@@ -135,7 +135,8 @@ async def test_an_embedded_monitor_answers_next_like_the_engine() -> None:
     async with AsyncMonitorClient(EmbeddedTransport(monitor)) as client:
         await client.report(trials(8, model="a") + trials(3, model="b"))
         await client.flush()
-        assert await client.next("r", 6) == monitor.next("r", 6)
+        # Plans that reserve nothing (lease_s=0) answer alike.
+        assert await client.next("r", 6, lease_s=0) == monitor.next("r", 6, lease_s=0)
 
 
 async def test_a_batch_the_embedded_monitor_refuses_entirely_is_dropped() -> None:
@@ -156,8 +157,8 @@ def test_the_sync_client_reports_and_reads_from_a_plain_script() -> None:
         assert client.status("r").trials == 4
         client.report(trials(1, model="b"))
         assert client.flush() == 3
-        plan = client.next("r", 4)
-        assert plan and plan == monitor.next("r", 4)
+        plan = client.next("r", 4, lease_s=0)
+        assert plan and plan == monitor.next("r", 4, lease_s=0)
         client.report(trials(3, model="c"))
     assert monitor.status("r").trials == 10
 
@@ -212,7 +213,10 @@ async def test_http_status_next_and_declare_match_the_engine(
         plan = await client.next("r", 5)
     monitor = running.monitor
     assert status == monitor.status("r")
-    assert plan == monitor.next("r", 5)
+    # The plan is a reservation, held by the service until reported.
+    assert plan and all(item.lease == plan[0].lease for item in plan)
+    flying = monitor.in_flight("r")
+    assert flying == {(item.model, item.question): item.trials for item in plan}
     assert "new" in monitor.runs
 
 

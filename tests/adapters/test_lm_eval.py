@@ -74,7 +74,8 @@ def outcomes(events: list[TrialEvent], run: str) -> dict[str, dict[int, int]]:
     table: dict[str, dict[int, int]] = defaultdict(dict)
     for event in events:
         if event.run == run:
-            table[event.question][int(event.trial)] = event.outcome
+            repeat = int(str(event.trial).rpartition(":")[2])
+            table[event.question][repeat] = event.outcome
     return dict(table)
 
 

@@ -1,0 +1,170 @@
+"""``ingest --url`` and ``watch --url``: files into a running service.
+
+The files are read and parsed here, as for a state file; the trials go to the
+service's HTTP API in batches (``POST /runs/{run}/trials``) through the
+harness client, which retries what was not acknowledged. Counting stays
+exactly once because the service counts a trial once per (run, model,
+question, trial) however often it arrives: a batch sent again after a lost
+answer, or a file ingested again, adds nothing. ``watch --url`` also keeps
+its position in the file (a cursor file next to it, written after the
+service acknowledged the batch), so a restarted watch goes on where it
+stopped; a crash between the answer and the cursor only re-sends one batch.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from adapters.harness.client import MonitorClient, transport_for
+from adapters.jsonl import Cursor, JsonLines
+from monitor.config import load_run_configs
+from monitor.ingesting import ItemBatch
+from monitor.parsing import Parsed, Trial, describe_validation_error, parse_payload
+from monitor.schema import Rejection, Status, TrialEvent
+
+
+@dataclass(slots=True)
+class Sent:
+    """What was sent: trials per run, and the rejections found locally."""
+
+    trials: int = 0
+    runs: set[str] = field(default_factory=set)
+    rejected: list[Rejection] = field(default_factory=list)
+
+
+class RemoteSink:
+    """Sends parsed items to a running service; a context manager.
+
+    Args:
+        url: The service's HTTP API, e.g. ``http://127.0.0.1:8000``.
+        token: Its bearer token, if it asks for one.
+        config: A run config file to declare first (``POST /runs``).
+    """
+
+    def __init__(self, url: str, token: str | None, config: Path | None) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"--url must be http(s)://; got {url!r}")
+        self._client = MonitorClient(transport_for(url, token=token), batch_size=500)
+        self._config = config
+
+    def __enter__(self) -> RemoteSink:
+        self._client.__enter__()
+        try:
+            for config in load_run_configs(self._config) if self._config else []:
+                self._client.declare(config)
+        except BaseException:
+            self._client.close()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._client.close()
+
+    def send(self, items: Iterable[object], source: str) -> Sent:
+        """Send the trials among ``items``; return what went and what did not.
+
+        Returns once the service acknowledged every trial (or raises).
+        """
+        sent = Sent()
+        events: list[TrialEvent] = []
+        for item in items:
+            event = _event(item, source)
+            if isinstance(event, Rejection):
+                sent.rejected.append(event)
+                continue
+            events.append(event)
+            sent.runs.add(event.run)
+        if events:
+            self._client.report(events)
+        self._client.flush()
+        sent.trials = len(events)
+        return sent
+
+    def statuses(self, runs: Iterable[str]) -> list[Status]:
+        return [self._client.status(run) for run in sorted(runs)]
+
+
+def _event(item: object, source: str) -> TrialEvent | Rejection:
+    """A trial event to send, or why the item is none."""
+    if isinstance(item, TrialEvent | Rejection):
+        return item
+    values = {**item.raw, "run": item.run} if isinstance(item, Trial) else item
+    try:
+        return TrialEvent.model_validate(values)
+    except ValidationError as exc:
+        return Rejection(
+            reason=describe_validation_error(exc), source=source, raw=str(values)
+        )
+
+
+def ingest_to_url(
+    batches: Iterable[ItemBatch], url: str, token: str | None, config: Path | None
+) -> tuple[Sent, list[Status]]:
+    """Send every batch to the service; what went, and the runs' statuses."""
+    total = Sent()
+    with RemoteSink(url, token, config) as sink:
+        for batch in batches:
+            sent = sink.send(batch.items, batch.source)
+            total.trials += sent.trials
+            total.runs |= sent.runs
+            _show(sent.rejected)
+        return total, sink.statuses(total.runs)
+
+
+def watch_to_url(
+    source: JsonLines,
+    path: Path | None,
+    url: str,
+    token: str | None,
+    config: Path | None,
+) -> tuple[Sent, list[Status]]:
+    """Follow the source (``path``) into the service, with a cursor file."""
+    total = Sent()
+    cursor_file = _cursor_file(path)
+    with RemoteSink(url, token, config) as sink:
+        for lines, cursor in source.batches():
+            parsed: list[Parsed] = []
+            for line in lines:
+                if line.too_long:
+                    parsed.append(
+                        Rejection(
+                            reason=f"line of {line.too_long} bytes is too long",
+                            source=source.name,
+                            position=line.number,
+                            raw="(not kept)",
+                        )
+                    )
+                else:
+                    parsed.extend(parse_payload(line.data, source.name, line.number))
+            sent = sink.send(parsed, source.name)
+            total.trials += sent.trials
+            total.runs |= sent.runs
+            _show(sent.rejected)
+            if cursor_file is not None and cursor is not None:
+                # Only after the service acknowledged the batch.
+                cursor_file.write_text(cursor, encoding="utf-8")
+        return total, sink.statuses(total.runs)
+
+
+def resume_point(path: Path | None) -> Cursor | None:
+    """Where a ``watch --url`` of ``path`` stopped, from its cursor file."""
+    cursor_file = _cursor_file(path)
+    if cursor_file is None or not cursor_file.exists():
+        return None
+    return Cursor.decode(cursor_file.read_text(encoding="utf-8"))
+
+
+def _cursor_file(path: Path | None) -> Path | None:
+    return None if path is None else path.with_name(path.name + ".url-cursor")
+
+
+def _show(rejections: list[Rejection]) -> None:
+    for rejection in rejections:
+        where = rejection.source.removeprefix("file:")
+        position = "" if rejection.position is None else f":{rejection.position}"
+        print(f"{where}{position}: rejected: {rejection.reason}", file=sys.stderr)

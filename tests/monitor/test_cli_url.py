@@ -1,0 +1,129 @@
+"""`ingest --url` and `watch --url`: files into a running service, exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from monitor import Monitor
+from monitor.config import HttpSettings
+from monitor.http import create_app
+from monitor.service import Service
+from tests.helpers import serving
+
+ROOT = Path(__file__).resolve().parents[2]
+OUTPUT = ROOT / "tests" / "fixtures" / "lm_eval" / "output"
+TOKEN = "s3cret"
+
+
+@pytest.fixture
+def ran() -> Ran:
+    return Ran()
+
+
+@pytest.fixture
+async def service() -> AsyncIterator[tuple[str, Service]]:
+    running = Service(Monitor())
+    async with running, serving(create_app(running, HttpSettings(token=TOKEN))) as base:
+        yield base, running
+
+
+class Ran:
+    def __init__(self) -> None:
+        self.out = ""
+        self.err = ""
+
+
+async def cli(ran: Ran, *arguments: str) -> int:
+    """The real command in its own process, against the running service."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "monitor.cli",
+        *arguments,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
+    ran.out, ran.err = out.decode(), err.decode()
+    assert process.returncode is not None
+    return process.returncode
+
+
+def lines(path: Path, events: list[dict[str, object]]) -> None:
+    with path.open("a", encoding="utf-8") as handle:
+        for event in events:
+            handle.write(json.dumps(event) + "\n")
+
+
+def events(start: int, stop: int) -> list[dict[str, object]]:
+    return [
+        {"run": "w", "model": m, "question": q, "trial": t, "correct": (q + t) % 2 == 0}
+        for m in ("a", "b")
+        for q in range(4)
+        for t in range(start, stop)
+    ]
+
+
+async def test_ingest_sends_lm_eval_output_to_a_running_service_exactly_once(
+    service: tuple[str, Service], ran: Ran
+) -> None:
+    base, running = service
+    url = ["--url", base, "--token", TOKEN]
+    assert await cli(ran, "ingest", str(OUTPUT), "--format", "lm-eval", *url) == 0
+    assert (
+        await cli(ran, "ingest", str(OUTPUT), "--format", "lm-eval", *url, "--json")
+        == 0
+    )
+
+    printed = {s["run"]: s["trials"] for s in json.loads(ran.out)}
+    monitor = running.monitor
+    trials = {run: monitor.status(run).trials for run in monitor.runs}
+    assert trials == printed
+    assert trials == {"scorio_arith_gen": 6, "scorio_arith_r4": 6, "scorio_mc": 4}
+    # The second ingest was a re-delivery: every trial a duplicate.
+    assert sum(monitor.status(run).duplicates for run in monitor.runs) == 16
+
+
+async def test_watch_follows_a_file_into_the_service_and_resumes(
+    service: tuple[str, Service], tmp_path: Path, ran: Ran
+) -> None:
+    base, running = service
+    path = tmp_path / "trials.jsonl"
+    lines(path, events(0, 3))
+    url = ["--url", base, "--token", TOKEN]
+
+    assert await cli(ran, "watch", str(path), *url, "--json") == 0
+    assert json.loads(ran.out)["trials"] == 2 * 4 * 3
+    lines(path, events(3, 5))
+    lines(path, [{"run": "w", "model": "a", "question": 0}])  # no trial: rejected
+    assert await cli(ran, "watch", str(path), *url, "--json") == 0
+    assert json.loads(ran.out)["trials"] == 2 * 4 * 5
+    assert "trials.jsonl:41: rejected:" in ran.err and "trial" in ran.err
+    status = running.monitor.status("w")
+    # The second watch resumed after the lines the service acknowledged.
+    assert (status.trials, status.duplicates) == (40, 0)
+
+    # Without its cursor file a watch sends everything again: counted once.
+    path.with_name(path.name + ".url-cursor").unlink()
+    assert await cli(ran, "watch", str(path), *url) == 0
+    status = running.monitor.status("w")
+    assert (status.trials, status.duplicates) == (40, 40)
+
+
+async def test_a_wrong_token_is_refused_with_a_clear_error(
+    service: tuple[str, Service], tmp_path: Path, ran: Ran
+) -> None:
+    base, running = service
+    path = tmp_path / "trials.jsonl"
+    lines(path, events(0, 1))
+    assert await cli(ran, "watch", str(path), "--url", base, "--token", "wrong") == 2
+    assert "scorio-monitor: error:" in ran.err
+    assert running.monitor.runs == []
+    assert await cli(ran, "ingest", str(path), "--format", "npz", "--url", base) == 2
+    assert "--url takes --format lm-eval, jsonl or csv" in ran.err

@@ -1,0 +1,186 @@
+"""Reservations: `next` hands out leases; their trials are in flight until reported."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from adapters.harness import (
+    AsyncMonitorClient,
+    EmbeddedTransport,
+    HttpTransport,
+    MonitorClient,
+)
+from monitor import Monitor, RunConfig, UnknownRunError
+from monitor.cli import main
+from monitor.config import HttpSettings
+from monitor.http import create_app
+from monitor.schema import NextItem
+from monitor.service import Service
+from tests.helpers import serving
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def declared(clock: Clock, cap: int | None = 3) -> Monitor:
+    monitor = Monitor(clock=clock)
+    monitor.configure(
+        RunConfig(
+            run="r",
+            questions=["q0", "q1"],
+            models=["a", "b"],
+            max_trials_per_question=cap,
+        )
+    )
+    return monitor
+
+
+def report(monitor: Monitor, model: str, question: str, trials: range) -> None:
+    monitor.ingest(
+        [
+            {
+                "run": "r",
+                "model": model,
+                "question": question,
+                "trial": f"e:{t}",
+                "correct": t % 2 == 0,
+            }
+            for t in trials
+        ]
+    )
+
+
+def per_key(items: list[NextItem]) -> dict[tuple[str, str], int]:
+    return {(item.model, item.question): item.trials for item in items}
+
+
+def test_a_plan_is_a_lease_and_a_second_plan_gets_only_what_is_left() -> None:
+    clock = Clock()
+    monitor = declared(clock)
+
+    first = monitor.next("r", 8)
+    second = monitor.next("r", 8)
+
+    assert sum(item.trials for item in first) == 8
+    assert {item.lease for item in first} == {first[0].lease}
+    assert first[0].expires == clock.now + 600.0
+    # Two models x two questions x cap 3 = 12 trials of room; 8 are held.
+    assert sum(item.trials for item in second) == 4
+    assert second[0].lease != first[0].lease
+    held = per_key(first)
+    for key, trials in per_key(second).items():
+        assert held.get(key, 0) + trials <= 3
+    assert monitor.next("r", 8) == []
+    assert sum(monitor.in_flight("r").values()) == 12
+
+
+def test_reports_release_reserved_trials_and_expired_leases_return_them() -> None:
+    clock = Clock()
+    monitor = declared(clock)
+    monitor.next("r", 12, lease_s=60.0)
+    assert monitor.next("r", 12) == []
+
+    report(monitor, "a", "q0", range(2))
+    flying = monitor.in_flight("r")
+    assert flying[("a", "q0")] == 1
+    # Reported and in flight together never pass the cap.
+    assert monitor.next("r", 12) == []
+    report(monitor, "a", "q0", range(2, 3))
+    assert ("a", "q0") not in monitor.in_flight("r")
+
+    clock.now += 61.0
+    assert monitor.in_flight("r") == {}
+    room = per_key(monitor.next("r", 100, lease_s=0))
+    assert room == {("a", "q1"): 3, ("b", "q0"): 3, ("b", "q1"): 3}
+
+
+def test_a_look_ahead_reserves_nothing_and_a_model_can_be_planned_alone() -> None:
+    monitor = declared(Clock(), cap=None)
+    ahead = monitor.next("r", 4, lease_s=0)
+    assert ahead and all(item.lease is None for item in ahead)
+    assert monitor.in_flight("r") == {}
+    only_b = monitor.next("r", 4, model="b")
+    assert {item.model for item in only_b} == {"b"}
+    with pytest.raises(ValueError, match="lease_s"):
+        monitor.next("r", 4, lease_s=-1)
+
+
+async def test_reservations_hold_across_http_callers_and_the_cli(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    async with Service(declared(Clock())) as service:
+        async with serving(create_app(service, HttpSettings())) as base:
+            first = await _next_over_http(base, 8)
+            second = await _next_over_http(base, 8)
+            assert sum(item.trials for item in first + second) == 12
+            command = ["next", "--url", base, "--run", "r", "--budget", "5"]
+            # The CLI blocks: run it beside the server's event loop.
+            assert await asyncio.to_thread(main, [*command, "--json"]) == 0
+            answered = json.loads(capsys.readouterr().out)
+            assert answered == []  # all room is held
+        flying = service.monitor.in_flight("r")
+    assert sum(flying.values()) == 12
+
+
+async def _next_over_http(base: str, budget: int) -> list[NextItem]:
+    async with AsyncMonitorClient(HttpTransport(base)) as client:
+        return await client.next("r", budget)
+
+
+def test_the_cli_reads_a_state_file_without_reserving(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "state.db"
+    with Monitor(state) as monitor:
+        monitor.configure(RunConfig(run="r", questions=["q0"], models=["a", "b"]))
+    for _ in range(2):
+        assert (
+            main(
+                ["next", "--state", str(state), "--run", "r", "--budget", "2", "--json"]
+            )
+            == 0
+        )
+        items = json.loads(capsys.readouterr().out)
+        assert sum(item["trials"] for item in items) == 2
+        assert all(item["lease"] is None for item in items)
+
+
+def test_the_sync_client_passes_the_lease_on() -> None:
+    monitor = declared(Clock())
+    with MonitorClient(EmbeddedTransport(monitor)) as client:
+        items = client.next("r", 2, lease_s=5.0)
+    assert items and items[0].expires == 1005.0
+
+
+def test_reserved_trials_that_will_not_run_can_be_given_back() -> None:
+    monitor = declared(Clock())
+    first = monitor.next("r", 12)
+    lease = first[0].lease
+    assert monitor.next("r", 12) == []
+    back = [item.model_copy(update={"trials": 1}) for item in first]
+    assert monitor.release("r", back) == len(first)
+    assert sum(monitor.in_flight("r").values()) == 12 - len(first)
+    # Without a lease: from whichever lease holds them; never more than held.
+    assert monitor.release("r", [NextItem(model="a", question="q0", trials=99)]) == 2
+    assert ("a", "q0") not in monitor.in_flight("r")
+    assert {item.lease for item in monitor.next("r", 12)} != {lease}
+    with pytest.raises(UnknownRunError):
+        monitor.release("nope", back)
+
+
+async def test_a_client_gives_reservations_back_over_http() -> None:
+    async with Service(declared(Clock())) as service:
+        app = create_app(service, HttpSettings())
+        async with serving(app) as base, AsyncMonitorClient(HttpTransport(base)) as c:
+            plan = await c.next("r", 4)
+            assert await c.release("r", plan) == 4
+        assert service.monitor.in_flight("r") == {}
