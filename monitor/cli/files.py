@@ -170,8 +170,6 @@ def run_ingest(arguments: argparse.Namespace) -> int:
 
 def _ingest_to_url(path: Path, arguments: argparse.Namespace) -> int:
     """``ingest --url``: the same readers, into a running service."""
-    if arguments.format == "npz":
-        raise ValueError("--url takes --format lm-eval, jsonl or csv, not npz")
     if arguments.state is not None:
         raise ValueError("--url sends to a service; it keeps no --state")
     if arguments.format == "lm-eval":
@@ -198,6 +196,8 @@ def _ingest_to_url(path: Path, arguments: argparse.Namespace) -> int:
 
 def _check_ingest_options(arguments: argparse.Namespace) -> None:
     kind = arguments.format
+    if arguments.url is not None and kind == "npz":
+        raise ValueError("--url takes --format lm-eval, jsonl or csv, not npz")
     only = {
         "--columns": ("jsonl", "csv"),
         "--values": ("lm-eval", "jsonl", "csv"),

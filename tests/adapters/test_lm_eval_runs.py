@@ -65,7 +65,9 @@ def ingest(
 ) -> dict[str, object]:
     arguments = [str(output), "--format", "lm-eval", "--state", str(state), *more]
     assert main(["ingest", *arguments, "--repeats", "--json"]) == 0
-    status: dict[str, object] = json.loads(capsys.readouterr().out)
+    # --json prints an array, one status per run
+    (status,) = json.loads(capsys.readouterr().out)
+    assert isinstance(status, dict)
     return status
 
 
@@ -113,7 +115,7 @@ def test_predict_only_output_is_scored_where_the_task_says_how(
     arguments = [str(output), "--format", "lm-eval", "--state", str(state)]
     assert main(["ingest", *arguments, "--json"]) == 0
     captured = capsys.readouterr()
-    status = json.loads(captured.out)
+    (status,) = json.loads(captured.out)
     # Multiple choice is scored from the logged likelihoods ...
     assert (status["run"], status["trials"]) == ("scorio_mc", 4)
     [predicted] = output.rglob("samples_scorio_mc_*.jsonl")
@@ -141,5 +143,5 @@ def test_a_model_name_lm_eval_made_up_is_refused_with_a_hint(
     assert "--model NAME" in err and "pretrained=NAME" in err
 
     assert main(["ingest", *arguments, "--model", "dummy-lm", "--json"]) == 0
-    status = json.loads(capsys.readouterr().out)
+    (status,) = json.loads(capsys.readouterr().out)
     assert [row["model"] for row in status["models"]] == ["dummy-lm"]

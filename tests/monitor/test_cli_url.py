@@ -99,11 +99,11 @@ async def test_watch_follows_a_file_into_the_service_and_resumes(
     url = ["--url", base, "--token", TOKEN]
 
     assert await cli(ran, "watch", str(path), *url, "--json") == 0
-    assert json.loads(ran.out)["trials"] == 2 * 4 * 3
+    assert json.loads(ran.out)[0]["trials"] == 2 * 4 * 3
     lines(path, events(3, 5))
     lines(path, [{"run": "w", "model": "a", "question": 0}])  # no trial: rejected
     assert await cli(ran, "watch", str(path), *url, "--json") == 0
-    assert json.loads(ran.out)["trials"] == 2 * 4 * 5
+    assert json.loads(ran.out)[0]["trials"] == 2 * 4 * 5
     assert "trials.jsonl:41: rejected:" in ran.err and "trial" in ran.err
     status = running.monitor.status("w")
     # The second watch resumed after the lines the service acknowledged.

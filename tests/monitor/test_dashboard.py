@@ -432,7 +432,11 @@ async def test_at_1400_px_nothing_scrolls_sideways_and_the_new_panels_show_data(
             # The table refreshes at most every 2 s, after a status.
             await eventually(questions_shown, timeout_s=15)
 
-            broken = await board.client.post("/runs/aime25/trials", content=b"{oops")
+            broken = await board.client.post(
+                "/runs/aime25/trials",
+                content=b"{oops",
+                headers={"content-type": "application/json"},
+            )
             assert broken.status_code == 422
             await page.wait_for(
                 "document.querySelectorAll('#rejected li').length === 1", timeout_s=15

@@ -70,7 +70,13 @@ async def test_the_rejected_endpoint_lists_the_runs_dead_letters_newest_first() 
         serving(create_app(service, HttpSettings())) as base,
         httpx.AsyncClient(base_url=base) as client,
     ):
-        assert (await client.post("/runs/r/trials", content=b"{broken")).is_error
+        assert (
+            await client.post(
+                "/runs/r/trials",
+                content=b"{broken",
+                headers={"content-type": "application/json"},
+            )
+        ).is_error
         listed = (await client.get("/runs/r/rejected")).json()
         assert (await client.get("/runs/nope/rejected")).status_code == 404
     assert [item["source"] for item in listed] == ["http", "/x.jsonl"]

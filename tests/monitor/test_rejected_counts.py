@@ -89,7 +89,11 @@ async def test_every_bad_http_post_counts_once_against_its_run() -> None:
         app = create_app(service, HttpSettings(), None)
         async with serving(app) as base, httpx.AsyncClient(base_url=base) as client:
             for body in bodies:
-                response = await client.post("/runs/r/trials", content=body)
+                response = await client.post(
+                    "/runs/r/trials",
+                    content=body,
+                    headers={"content-type": "application/json"},
+                )
                 assert response.status_code == 422
             status = (await client.get("/runs/r/status")).json()
     assert status["rejected"] == len(bodies)

@@ -42,7 +42,11 @@ async def test_the_service_lists_counts_and_logs_what_it_rejected(
             ]
             for body in posts:
                 if isinstance(body, bytes):
-                    response = await client.post("/runs/r/trials", content=body)
+                    response = await client.post(
+                        "/runs/r/trials",
+                        content=body,
+                        headers={"content-type": "application/json"},
+                    )
                 else:
                     response = await client.post("/runs/r/trials", json=body)
                 assert response.status_code in (200, 422)
