@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from rich.console import Console, Group
 from rich.table import Table
@@ -11,8 +11,11 @@ from rich.text import Text
 
 from monitor.schema import Status
 from monitor.scoring import Scoreboard
-from monitor.simulation import SimulationResult
 from monitor.store import StoredEvent
+
+if TYPE_CHECKING:
+    # Types only: the simulation is imported by `simulate` alone.
+    from monitor.simulation import SimulationResult
 
 _BAR_WIDTH = 20
 

@@ -32,7 +32,6 @@ from typing import Final
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import fft
 from scipy.special import ndtr, ndtri
 
 from scorio_core import _validation as check
@@ -89,6 +88,9 @@ def crossing_probability(
         :math:`f_{k+1}(y) = \int_{-\infty}^{b_k} f_k(x)\,\phi_{D_k}(y - x)\,dx`,
         :math:`P = \sum_k \int_{b_k}^{\infty} f_k`.
     """
+    # scipy.fft loads in tens of ms; only calibrating a new level needs it.
+    from scipy import fft
+
     steps = np.diff(times)
     smallest = float(steps.min()) if steps.size else float(times[0])
     largest = float(steps.max()) if steps.size else float(times[0])
@@ -155,6 +157,8 @@ def _continuous_estimate(alpha: float, delta: float, looks: int) -> float:
 
 
 def _kernel(step: float, h: float, size: int) -> tuple[int, NDArray[np.complex128]]:
+    from scipy import fft
+
     half = math.ceil(9.0 * math.sqrt(step) / h)
     length = fft.next_fast_len(size + 2 * half + 2, real=True)
     offsets = np.arange(-half, half + 1)

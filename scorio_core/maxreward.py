@@ -22,7 +22,6 @@ import math
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.stats import hypergeom
 
 from scorio_core import _validation as check
 from scorio_core.counts import category_counts
@@ -146,6 +145,9 @@ def max_estimates(
     grouped = _grouped(counts, inverse, unit.size)
     at_or_below = np.cumsum(grouped, axis=1)[:, :-1]
     above = trials[:, None] - at_or_below
+    # scipy.stats loads in about half a second: deferred to first use.
+    from scipy.stats import hypergeom
+
     any_above = hypergeom.sf(0, trials[:, None], above, k)
     unit_scores = unit[0] + any_above @ np.diff(unit)
     return np.asarray(offset + scale * unit_scores, dtype=np.float64)

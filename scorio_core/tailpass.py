@@ -24,7 +24,6 @@ from typing import Final
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.stats import hypergeom, multivariate_hypergeom
 
 from scorio_core import _validation as check
 from scorio_core.counts import category_counts
@@ -92,6 +91,9 @@ def tailpass_empirical(
     states, frequencies = np.unique(grouped, axis=0, return_counts=True)
     trials = results.shape[1]
     output = np.zeros(grid.size)
+    # scipy.stats loads in about half a second: deferred to first use.
+    from scipy.stats import hypergeom, multivariate_hypergeom
+
     for state, frequency in zip(states, frequencies, strict=True):
         if scores.size == 2:
             # Bank scores rise with the number of upper-level draws.

@@ -36,7 +36,6 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import gammaln, logsumexp, xlogy
-from scipy.stats import betabinom, binom
 
 from scorio_core import _validation as check
 from scorio_core.counts import category_counts
@@ -174,6 +173,9 @@ class TailPassProfile:
     def _predictive(self, alpha: FloatArray) -> FloatArray:
         counts, _, log_coefficients = self._grid
         if alpha.size == 2:
+            # scipy.stats loads in about half a second: deferred to first use.
+            from scipy.stats import betabinom
+
             return np.asarray(
                 betabinom.pmf(np.arange(self.k + 1), self.k, alpha[1], alpha[0]),
                 dtype=np.float64,
@@ -601,6 +603,9 @@ def _conditional(
     """Multinomial pmfs of the bank counts for a batch of category probabilities."""
     k = int(counts[0].sum())
     if probabilities.shape[1] == 2:
+        # scipy.stats loads in about half a second: deferred to first use.
+        from scipy.stats import binom
+
         return np.asarray(
             binom.pmf(counts[:, 1], k, probabilities[:, 1, None]), dtype=np.float64
         )
