@@ -31,6 +31,7 @@ done unless a new model joins its group.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -297,9 +298,13 @@ def decide(
                 return link
         return None
 
+    edges: list[int] = sorted(cut_at)
+
     def block(index: int) -> tuple[int, int]:
-        first = max((p + 1 for p in cut_at if p < index), default=0)
-        last = min((p for p in cut_at if p > index), default=size - 1)
+        # The segment holding boundary ``index`` (not itself a cut).
+        at = bisect.bisect_left(edges, index)
+        first = edges[at - 1] + 1 if at else 0
+        last = edges[at] if at < len(edges) else size - 1
         return first, last
 
     def record(kind: DecisionKind, i: int, j: int, index: int) -> SettledPair:
@@ -332,8 +337,10 @@ def decide(
         if not resolvable:
             break
         for k in resolvable:
+            # Each cut splits the segment the earlier ones left (record reads it).
             cut = record("resolved", k, k + 1, k)
             cut_at[k] = cut
+            bisect.insort(edges, k)
             new.append(cut)
         open_claims = [k for k in open_claims if k not in resolvable]
 
@@ -517,9 +524,10 @@ def decide(
 
 def forecast_trials(
     decision: RunDecision,
-    question_trials: Callable[[str], Sequence[int]],
+    question_trials: Callable[[str], NDArray[np.int64]],
     question_count: int,
     cap: int | None,
+    memo: dict[tuple[object, ...], float] | None = None,
 ) -> tuple[dict[str, int | None], dict[int, int | None]]:
     """Forecast trials per model and per open boundary, however each ends.
 
@@ -530,24 +538,41 @@ def forecast_trials(
     trials per question, so it needs each question brought up to ``n *
     t_end / t`` (at most the cap): questions with no trials yet count in
     full, which keeps question-major arrival from looking half done.
+
+    ``memo`` keeps simulated ends between calls: after one more trial only
+    the pairs of the model that drew it move, so a refresh simulates those.
     """
     models = dict(decision.predicted_trials)
     boundaries: dict[int, int | None] = {}
     if decision.rule is None:
         return models, boundaries
+    cache = memo if memo is not None else {}
+    counts: dict[str, _Sampling] = {}
     for boundary in decision.open_boundaries:
-        end = forecast_information(
+        margin = None if boundary.margin_z is None else round(boundary.margin_z, 3)
+        key = (
             decision.rule,
-            boundary.z,
-            boundary.information,
-            boundary.margin_z,
-            rng=np.random.default_rng(FORECAST_SEED),
-            futility=decision.futility,
+            decision.futility,
+            round(boundary.z, 3),
+            round(boundary.information, 2),
+            margin,
         )
+        end = cache.get(key)
+        if end is None:
+            end = cache[key] = forecast_information(
+                decision.rule,
+                boundary.z,
+                boundary.information,
+                boundary.margin_z,
+                rng=np.random.default_rng(FORECAST_SEED),
+                futility=decision.futility,
+            )
         total: int | None = 0
         for name in boundary.drawing:
+            if name not in counts:
+                counts[name] = _Sampling.of(question_trials(name))
             extra = _trials_to(
-                question_trials(name), question_count, end, boundary.information, cap
+                counts[name], question_count, end, boundary.information, cap
             )
             previous = models.get(name, 0)
             models[name] = (
@@ -560,8 +585,24 @@ def forecast_trials(
     return models, boundaries
 
 
+@dataclass(frozen=True, slots=True)
+class _Sampling:
+    """A model's trials per seen question, with the sums forecasts reuse."""
+
+    counts: NDArray[np.int64]
+    total: int
+    least: int
+    most: int
+
+    @classmethod
+    def of(cls, counts: NDArray[np.int64]) -> _Sampling:
+        if not counts.size:
+            return cls(counts, 0, 0, 0)
+        return cls(counts, int(counts.sum()), int(counts.min()), int(counts.max()))
+
+
 def _trials_to(
-    counts: Sequence[int],
+    sampling: _Sampling,
     question_count: int,
     end: float,
     information: float,
@@ -569,14 +610,19 @@ def _trials_to(
 ) -> int | None:
     if not math.isfinite(end) or information <= 0.0:
         return None
-    seen = np.asarray(counts, dtype=np.float64)
-    per_question = float(seen.sum()) / question_count
-    target = per_question * end / information
+    target = sampling.total / question_count * end / information
     if cap is not None:
         target = min(target, float(cap))
-    missing = np.maximum(target - seen, 0.0).sum()
-    missing += max(question_count - seen.size, 0) * target
-    return max(0, math.ceil(float(missing) - 1e-9))
+    unseen = max(question_count - sampling.counts.size, 0)
+    if sampling.least >= target:
+        missing = unseen * target
+    elif sampling.most <= target:
+        # Every question is below the target: no per-question work.
+        missing = target * question_count - sampling.total
+    else:
+        below = np.maximum(target - sampling.counts, 0.0).sum()
+        missing = float(below) + unseen * target
+    return max(0, math.ceil(missing - 1e-9))
 
 
 def _place(

@@ -73,6 +73,8 @@ EventInput = Mapping[str, object] | TrialEvent
 # a new name is refused (unknown_run), so a stream of names cannot grow the
 # state (and every scrape of /metrics) without bound.
 MAX_UNDECLARED_RUNS = 1000
+# Forecast ends kept per run before the memo starts over (a few per pair).
+FORECAST_MEMO_SIZE = 4096
 # How long a plan's reservations last unless reported (see Monitor.next).
 DEFAULT_LEASE_S = 600.0
 
@@ -126,6 +128,8 @@ class Monitor:
         self._decisions: dict[str, RunDecision] = {}
         # Each run's settled decisions: final once fired (see monitor.events).
         self._settled: dict[str, Settled] = {}
+        # Simulated forecast ends by pair state, kept between statuses.
+        self._forecast_memo: dict[str, dict[tuple[object, ...], float]] = {}
         # Forecasts of the current decision, made when a status asks for them.
         self._forecasts: dict[
             str, tuple[RunDecision, dict[str, int | None], dict[int, int | None]]
@@ -606,11 +610,15 @@ class Monitor:
         if cached is not None and cached[0] is decision:
             return cached[1], cached[2]
         tables = state.tables
+        memo = self._forecast_memo.setdefault(run, {})
+        if len(memo) > FORECAST_MEMO_SIZE:
+            memo.clear()
         models, pairs = forecast_trials(
             decision,
-            lambda name: tables[name].question_trials.tolist(),
+            lambda name: tables[name].question_trials,
             state.question_count,
             state.config.max_trials_per_question,
+            memo,
         )
         self._forecasts[run] = (decision, models, pairs)
         return models, pairs

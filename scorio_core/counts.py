@@ -564,7 +564,11 @@ class CountTable:
         """
         size = len(self._questions)
         declared = self._declared_count or max(size, 1)
-        spread = self._variances[:size] * (self._nu[:size].sum(axis=1) + 1)
+        # T_a + 1 = trials + prior outcomes + the C+1 uniform prior counts + 1.
+        totals = self._row_trials[:size] + (self._width + 1)
+        if self._prior_trial_count:
+            totals = totals + self._prior[:size].sum(axis=1)
+        spread = self._variances[:size] * totals
         unseen = (declared - size) * self._empty_variance * (self._width + 1)
         total = float(spread.sum()) + unseen
         return self._scaled.scale**2 * max(total, 0.0) / declared**2

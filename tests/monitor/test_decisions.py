@@ -80,7 +80,7 @@ def test_a_close_pair_needs_trials_and_a_forecast() -> None:
     decision = decide(models, run, rules(run))
     assert decision.needs_trials == {"b", "c"}
     assert decision.groups == {"a": 1, "b": 2, "c": 2}
-    models_ahead, _ = forecast_trials(decision, lambda name: [20] * M, M, 80)
+    models_ahead, _ = forecast_trials(decision, lambda name: np.full(M, 20), M, 80)
     predicted = models_ahead["b"]
     assert predicted is not None and 0 < predicted <= (80 - 20) * M
     assert models_ahead["a"] == 0
@@ -339,6 +339,18 @@ def test_settled_state_replays_from_its_decisions() -> None:
 def test_forecasts_know_that_pairs_can_end_by_futility() -> None:
     run = config()
     decision: RunDecision = decide(chain(0.9, 2), run, rules(run))
-    trials, pairs = forecast_trials(decision, lambda name: [20] * M, M, 80)
+    trials, pairs = forecast_trials(decision, lambda name: np.full(M, 20), M, 80)
     assert 0 < (trials["m0"] or 0) < 60 * M  # ends before the cap, by futility
     assert pairs[0] == (trials["m0"] or 0) + (trials["m1"] or 0)
+
+
+def test_boundaries_resolving_in_one_look_replay_to_the_same_groups() -> None:
+    run = config()
+    models = [standing(f"m{i}", 0.9 - 0.2 * i, 0.005) for i in range(4)]
+    decision = decide(models, run, rules(run))
+    assert [d.kind for d in decision.new_decisions] == ["resolved"] * 3
+    settled = decision.settled
+    assert settled.segments == (("m0",), ("m1",), ("m2",), ("m3",))
+    replayed = Settled.replay(settled.decisions, settled.done, settled.looks)
+    assert replayed.segments == settled.segments
+    assert replayed.cuts == settled.cuts
