@@ -533,11 +533,13 @@ def forecast_trials(
 
     Each open boundary's weakest pair is simulated forward from its
     posterior (:func:`scorio_core.stopping.forecast_information`) to the
-    median information where it settles, is shown equivalent, turns futile
-    or reaches the cap. A model sampled evenly has information ``t ~ n``
-    trials per question, so it needs each question brought up to ``n *
-    t_end / t`` (at most the cap): questions with no trials yet count in
-    full, which keeps question-major arrival from looking half done.
+    information where it settles, is shown equivalent, turns futile or
+    reaches the cap (a low quantile of the simulated ends, see
+    :data:`scorio_core.stopping.FORECAST_QUANTILE`). A model sampled evenly
+    has information ``t ~ n`` trials per question, so it needs each question
+    brought up to ``n * t_end / t`` (at most the cap): questions with no
+    trials yet count in full, which keeps question-major arrival from
+    looking half done.
 
     ``memo`` keeps simulated ends between calls: after one more trial only
     the pairs of the model that drew it move, so a refresh simulates those.

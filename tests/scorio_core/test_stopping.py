@@ -108,7 +108,13 @@ def test_forecasts_end_where_the_rule_ends_a_pair() -> None:
     assert forecast(5.0, 20.0) == 20.0  # settled now
     assert forecast(0.0, 20.0) == 20.0  # futile now
     clear, close = forecast(2.5, 20.0), forecast(1.2, 20.0)
-    assert 20.0 < clear < close <= 80.0
+    assert 20.0 < clear <= close <= 80.0
+
+    def median(z: float) -> float:
+        rng = np.random.default_rng(1)
+        return forecast_information(rule, z, 20.0, rng=rng, quantile=0.5)
+
+    assert clear <= median(2.5) < median(1.2) <= 80.0  # the default is low
     # a tie that the margin can show equivalent ends before it would by futility
     assert 5.0 < forecast(0.3, 5.0, 3.0) < forecast(0.3, 5.0)
     no_cap = ConfidenceSequenceRule.from_confidence(0.95)
