@@ -549,6 +549,7 @@ class Monitor:
         metrics = model_metrics(state.config, tables, decision.order)
         for name, live in zip(decision.order, metrics, strict=True):
             table = tables[name]
+            cost = state.costs.get(name)
             low, high = table.interval(state.config.confidence, table.score_range)
             models.append(
                 ModelStatus(
@@ -565,6 +566,8 @@ class Monitor:
                     needs_trials=name in decision.needs_trials,
                     predicted_trials=model_forecasts.get(name),
                     budget_exhausted=name in decision.exhausted,
+                    cost_tokens=cost.tokens if cost is not None else 0,
+                    cost_seconds=cost.seconds if cost is not None else 0.0,
                     metrics=live,
                 )
             )

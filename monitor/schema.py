@@ -292,6 +292,9 @@ class ModelStatus(BaseModel):
     needs_trials: bool
     predicted_trials: int | None
     budget_exhausted: bool = False
+    # Reported cost totals (trials that carried "cost"): tokens and seconds.
+    cost_tokens: int = 0
+    cost_seconds: float = 0.0
     # "avg" and the run's ``metrics``, keyed by the name as the run wrote it.
     metrics: dict[str, MetricValue] = Field(default_factory=dict)
 

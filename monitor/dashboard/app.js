@@ -23,7 +23,7 @@ const PALETTE = [
 // What one run's view holds; a run switch starts from a fresh copy.
 const fresh = () => ({
   config: null, status: null, trace: [], events: [], source: null, colors: new Map(),
-  questions: [], rejected: [], questionsAt: 0, questionsLoading: false,
+  questions: [], rejected: [], questionsAt: 0, questionsLoading: false, costs: [],
 });
 const state = {
   run: null,
@@ -164,6 +164,10 @@ function openStream(run, generation) {
 
 function onStatus(status) {
   state.status = status;
+  // Reported cost totals over time, for the cost per minute.
+  const total = (field) => status.models.reduce((sum, row) => sum + (row[field] ?? 0), 0);
+  state.costs.push({ ts: Date.now() / 1000, seconds: total("cost_seconds"), tokens: total("cost_tokens") });
+  if (state.costs.length > TRACE_LIMIT) state.costs.shift();
   const last = state.trace[state.trace.length - 1];
   // Same rule as the server's trace: a point per change in the trial count.
   if (status.trials > 0 && last?.trials !== status.trials) {
@@ -303,6 +307,20 @@ function trialsLeft(status) {
   return forecasts.every((value) => typeof value === "number") ? forecasts.reduce((a, b) => a + b, 0) : null;
 }
 
+// Reported cost per minute over the last minute of statuses: seconds of
+// inference when trials report them, else tokens; null when none is reported.
+function costRate() {
+  const points = state.costs;
+  if (points.length < 2) return null;
+  const last = points[points.length - 1];
+  const first = points.find((point) => point.ts >= last.ts - 60 && point.ts < last.ts) ?? points[points.length - 2];
+  const minutes = (last.ts - first.ts) / 60;
+  if (!(minutes > 0)) return null;
+  if (last.seconds > 0) return { value: (last.seconds - first.seconds) / minutes, unit: "s of inference" };
+  if (last.tokens > 0) return { value: (last.tokens - first.tokens) / minutes, unit: "tokens" };
+  return null;
+}
+
 function renderPace(status) {
   const rate = trialRate();
   setText("rate", rate === null ? "—" : `${Math.round(rate).toLocaleString("en-US")}/min`);
@@ -312,6 +330,11 @@ function renderPace(status) {
   else if (rate && left !== null) eta = `ETA ~${Math.ceil(left / rate).toLocaleString("en-US")} min for ${approx(left)} trials`;
   else if (left === null) eta = "no budget: no end to estimate";
   setText("eta", eta);
+  const cost = costRate();
+  setText(
+    "cost-rate",
+    cost === null ? "no cost reported" : `${Math.round(cost.value).toLocaleString("en-US")} ${cost.unit}/min`,
+  );
 }
 
 const CSV_COLUMNS = ["rank", "group", "adjacent_group", "model", "mu", "avg", "sigma", "lo", "hi", "trials", "needs_trials", "predicted_trials"];

@@ -345,7 +345,8 @@ async def test_at_1400_px_nothing_scrolls_sideways_and_the_new_panels_show_data(
     tmp_path: Path,
 ) -> None:
     config = RunConfig(run="aime25", question_count=30, max_trials_per_question=80)
-    events = example_trials()
+    # Each trial reports 2 s of inference: the pace shows cost per minute.
+    events = [{**event, "cost": {"seconds": 2.0}} for event in example_trials()]
     with chromium(tmp_path / "profile", width=1400, height=1000) as driver:
         async with dashboard(driver, config) as board:
             page = board.page
@@ -402,6 +403,15 @@ async def test_at_1400_px_nothing_scrolls_sideways_and_the_new_panels_show_data(
                 ),
             )
             assert eta.startswith("ETA ~") and "min for ~" in eta, eta
+            spent = cast(
+                str,
+                await page.script(
+                    "return document.querySelector('[data-field=cost-rate]')"
+                    ".textContent;"
+                ),
+            )
+            assert re.fullmatch(r"[\d,]+ s of inference/min", spent), spent
+            assert sum(cast(float, m["cost_seconds"]) for m in models) == 2.0 * total
 
             exported = cast(
                 dict[str, str],
