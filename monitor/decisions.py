@@ -301,7 +301,8 @@ def decide(
     edges: list[int] = sorted(cut_at)
 
     def block(index: int) -> tuple[int, int]:
-        # The segment holding boundary ``index`` (not itself a cut).
+        # ``(first, last)`` positions of the segment holding position
+        # ``index``, also the one a boundary ``index`` that is no cut lies in.
         at = bisect.bisect_left(edges, index)
         first = edges[at - 1] + 1 if at else 0
         last = edges[at] if at < len(edges) else size - 1
@@ -453,7 +454,7 @@ def decide(
     done = set(done_before)
     if complete:
         for index, name in enumerate(order):
-            first, last = _segment_of(index, cut_at, size)
+            first, last = block(index)
             quiet = not any(first <= k < last for k in open_targets)
             if (
                 name not in needs
@@ -666,14 +667,6 @@ def _segments(cut_at: dict[int, SettledPair], size: int) -> list[tuple[int, int]
     if size:
         bounds.append((first, size - 1))
     return bounds
-
-
-def _segment_of(
-    index: int, cut_at: dict[int, SettledPair], size: int
-) -> tuple[int, int]:
-    first = max((p + 1 for p in cut_at if p < index), default=0)
-    last = min((p for p in cut_at if p >= index), default=size - 1)
-    return first, last
 
 
 def _z_matrix(mu: FloatMatrix, sigma: FloatMatrix) -> FloatMatrix:
