@@ -165,6 +165,7 @@ def simulate(
     error_control: str = "ranking",
     equivalence_margin: float | None = None,
     record_forecasts: bool = False,
+    branch: tuple[int, int] | None = None,
 ) -> SimulationResult:
     """Drive the real engine with simulated models until nothing needs trials.
 
@@ -175,7 +176,10 @@ def simulate(
     choose. ``categories > 2`` draws rubric outcomes with weights ``k/C``
     (see :func:`draw_categories`); ``costs`` (seconds per trial, per model)
     are reported with each trial, so allocation learns them. ``observe``
-    sees the status after each step.
+    sees the status after each step. ``branch = (step, seed)`` draws the
+    outcomes after ``step`` steps from a fresh generator seeded by ``seed``:
+    the same world and the same first steps, another future (forecast
+    benchmarks use it to see how the rest of a run could have gone).
     """
     rng = np.random.default_rng(seed)
     world = draw_world(means, question_count, kappa, rng)
@@ -204,6 +208,8 @@ def simulate(
         needing = monitor.models_needing_trials("sim")
         if not needing:
             break
+        if branch is not None and steps == branch[0]:
+            rng = np.random.default_rng((seed, branch[1]))
         steps += 1
         if arrival == "question_major":
             cells = _question_major(

@@ -122,6 +122,41 @@ def test_forecasts_are_recorded_while_a_model_needs_trials() -> None:
     assert result.claims >= result.false_claims
 
 
+def test_a_branch_keeps_the_first_steps_and_draws_another_future() -> None:
+    def trials_by_step(branch: tuple[int, int] | None) -> list[dict[str, int]]:
+        seen: list[dict[str, int]] = []
+        simulate(
+            PAPER_MEANS,
+            seed=3,
+            trials_per_step=10,
+            branch=branch,
+            observe=lambda status: seen.append(
+                {row.model: row.trials for row in status.models}
+            ),
+        )
+        return seen
+
+    def ones_by_step(branch: tuple[int, int] | None) -> list[list[float]]:
+        seen: list[list[float]] = []
+        simulate(
+            PAPER_MEANS,
+            seed=3,
+            trials_per_step=10,
+            branch=branch,
+            observe=lambda status: seen.append([row.mu for row in status.models]),
+        )
+        return seen
+
+    whole = ones_by_step(None)
+    assert ones_by_step((0, 0)) != whole  # a branch at the start: another run
+    branched = [ones_by_step((2, seed)) for seed in (1, 2)]
+    for other in branched:
+        assert other[:2] == whole[:2]  # the same first two steps...
+        assert other[2] != whole[2]  # ...then other outcomes
+    assert branched[0] != branched[1]
+    assert trials_by_step((2, 1))[:2] == trials_by_step(None)[:2]
+
+
 def test_the_cli_takes_error_control_arrival_and_a_margin() -> None:
     completed = subprocess.run(
         [
