@@ -89,6 +89,7 @@ class RedisServer:
     folder: Path
     persistent: bool
     process: subprocess.Popen[bytes] | None = None
+    options: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:
@@ -112,6 +113,7 @@ class RedisServer:
                 "--daemonize",
                 "no",
                 *options,
+                *self.options,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -146,6 +148,85 @@ class RedisServer:
             except redis.exceptions.ConnectionError:
                 time.sleep(0.05)
         raise RuntimeError("redis did not answer PING")
+
+
+@dataclass
+class RedisClusterNodes:
+    """A Redis Cluster of our own: masters, each with its replicas, AOF on."""
+
+    nodes: list[RedisServer]
+    cli: str
+
+    @property
+    def url(self) -> str:
+        """Any node will do: the client discovers the rest."""
+        return self.nodes[0].url
+
+    def create(self, replicas: int) -> None:
+        subprocess.run(
+            [
+                self.cli,
+                "--cluster",
+                "create",
+                *(f"127.0.0.1:{node.port}" for node in self.nodes),
+                "--cluster-replicas",
+                str(replicas),
+                "--cluster-yes",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=60,
+        )
+        self.wait_until_ok()
+
+    def wait_until_ok(self, timeout_s: float = 30.0) -> None:
+        """Every live node sees all slots served by live masters."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if all(self._node_ok(node) for node in self.live()):
+                return
+            time.sleep(0.1)
+        raise RuntimeError("the cluster did not reach cluster_state:ok")
+
+    def live(self) -> list[RedisServer]:
+        return [n for n in self.nodes if n.process and n.process.poll() is None]
+
+    def masters(self) -> list[RedisServer]:
+        return [n for n in self.live() if self.role(n) == "master"]
+
+    def role(self, node: RedisServer) -> str:
+        import redis
+
+        with redis.Redis(port=node.port, decode_responses=True) as client:
+            role: str = client.execute_command("ROLE")[0]
+            return role
+
+    def replica_of(self, master: RedisServer) -> RedisServer:
+        import redis
+
+        with redis.Redis(port=master.port, decode_responses=True) as client:
+            replicas = client.execute_command("ROLE")[2]
+        port = int(replicas[0][1])
+        return next(node for node in self.nodes if node.port == port)
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    @staticmethod
+    def _node_ok(node: RedisServer) -> bool:
+        import redis
+
+        try:
+            with redis.Redis(port=node.port, decode_responses=True) as client:
+                info = client.cluster("info")
+        except redis.RedisError:
+            return False
+        return bool(
+            info["cluster_state"] == "ok"
+            and int(info["cluster_slots_ok"]) == 16384
+        )
 
 
 @dataclass
@@ -204,6 +285,43 @@ def redis_server(folder: Path, persistent: bool = False) -> Iterator[RedisServer
         yield server
     finally:
         server.stop()
+
+
+@contextmanager
+def redis_cluster(
+    folder: Path, masters: int = 3, replicas: int = 1
+) -> Iterator[RedisClusterNodes]:
+    """``masters`` masters with ``replicas`` replicas each, AOF fsync always.
+
+    ``redis-server --cluster-enabled yes`` per node (own folder, so the
+    nodes.conf and AOF files never mix), joined by ``redis-cli --cluster
+    create``; a node timeout of 1 s makes failovers quick.
+    """
+    binary = require_binary("redis-server")
+    cli = require_binary("redis-cli", "redis-tools")
+    nodes = []
+    for index in range(masters * (1 + replicas)):
+        node_folder = folder / f"node{index}"
+        node_folder.mkdir(parents=True, exist_ok=True)
+        options = (
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            "1000",
+        )
+        nodes.append(
+            RedisServer(binary, free_port(), node_folder, True, options=options)
+        )
+    cluster = RedisClusterNodes(nodes, cli)
+    try:
+        for node in nodes:
+            node.start()
+        cluster.create(replicas)
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @contextmanager

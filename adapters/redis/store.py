@@ -23,9 +23,23 @@ transaction is not rolled back, so inputs are validated before anything is
 sent and the scripts read before they write; durability is the server's
 (``appendonly yes`` with ``appendfsync always`` makes an acknowledged apply
 survive a crash), and it must not evict keys (``maxmemory-policy
-noeviction``). The transaction spans the run's slot and the global keys, so
-it needs a standalone server (or Sentinel), not Redis Cluster; the scripts
-themselves are cluster-safe.
+noeviction``).
+
+Redis Cluster (``cluster=True``): a transaction cannot span hash slots, so
+``apply`` becomes one ``MULTI``/``EXEC`` per run on that run's slot (all its
+chunks and its ``rejected`` counts; every key carries the run's hash tag),
+after the run index ``SADD`` and before the dead letters and, last, the
+cursor, each its own call. A batch is then all or nothing per run, not
+across runs; a failure midway raises StoreError and the source redelivers,
+so trials already applied count as duplicates (never twice), while the
+dead letters of the runs already applied are recorded again. The scripts go
+as ``EVAL`` with their text, since a replica promoted by a failover has no
+script cache. redis-py retries a call on connection errors and follows
+slot moves; a retried transaction whose reply was lost is a redelivery
+(duplicates, never double counts). An acknowledged write survives a
+failover only if the replica had it: Redis replicates asynchronously, so
+a master that dies hard may lose its last writes (a manual ``CLUSTER
+FAILOVER`` loses none).
 """
 
 from __future__ import annotations
@@ -35,13 +49,14 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from importlib import resources
-from typing import Final
+from typing import Any, Final
 
 import redis
 from redis.backoff import NoBackoff
 from redis.client import Pipeline
+from redis.cluster import ClusterPipeline, RedisCluster
 from redis.commands.core import Script
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 from redis.retry import Retry
 from redis.typing import EncodableT, FieldT
 
@@ -78,7 +93,9 @@ class RedisStore(TrialAsBatch):
         url: ``redis://host:port/db`` (or ``rediss://``, ``unix://``).
         prefix: The first part of every key; no braces.
         client: An existing client to use instead of ``url`` (the caller
-            keeps owning it); it must not retry writes on its own.
+            keeps owning it); a plain client must not retry writes on its
+            own. A ``RedisCluster`` client means cluster mode.
+        cluster: ``url`` names any node of a Redis Cluster.
         chunk_size: Trials per ``apply_trials`` call.
         dead_letter_limit: About how many dead letters are kept.
         timeout_s: Socket connect and read timeout.
@@ -94,7 +111,8 @@ class RedisStore(TrialAsBatch):
         url: str | None = None,
         prefix: str = "scorio",
         *,
-        client: redis.Redis | None = None,
+        client: redis.Redis | RedisCluster | None = None,
+        cluster: bool = False,
         chunk_size: int = CHUNK_SIZE,
         dead_letter_limit: int = DEAD_LETTER_LIMIT,
         timeout_s: float = 10.0,
@@ -112,8 +130,19 @@ class RedisStore(TrialAsBatch):
         self._chunk_size = chunk_size
         self._dead_letter_limit = dead_letter_limit
         self._owns_client = client is None
+        self._cluster = cluster or isinstance(client, RedisCluster)
         with _translated("connect"):
-            if client is None:
+            if client is None and cluster:
+                # Default cluster retries: they follow a failover and slot
+                # moves; a retried write is a redelivery (see the module).
+                client = RedisCluster.from_url(
+                    str(url),
+                    decode_responses=True,
+                    encoding_errors="surrogatepass",
+                    socket_timeout=timeout_s,
+                    socket_connect_timeout=timeout_s,
+                )
+            elif client is None:
                 # No automatic retries: a retried EXEC or script that did run
                 # before its reply was lost would be applied twice.
                 client = redis.Redis.from_url(
@@ -141,15 +170,20 @@ class RedisStore(TrialAsBatch):
     def load(self) -> StoredState:
         with _translated("load the state"):
             runs = sorted(_text(run) for run in self._client.smembers(self._runs))
-            pipe = self._client.pipeline(transaction=True)
-            for run in runs:
-                pipe.hgetall(keys.config(self._prefix, run))
-                pipe.hgetall(keys.counts(self._prefix, run))
-                pipe.hgetall(keys.costs(self._prefix, run))
-                pipe.hgetall(keys.totals(self._prefix, run))
-                pipe.hkeys(keys.fired(self._prefix, run))
-            pipe.hgetall(keys.cursors(self._prefix))
-            replies = pipe.execute()
+            if self._cluster:
+                # One transaction per run (its slot), then the cursors.
+                replies: list[Any] = []
+                for run in runs:
+                    pipe = self._client.pipeline(transaction=True)
+                    self._read_run(pipe, run)
+                    replies += pipe.execute()
+                replies.append(self._client.hgetall(keys.cursors(self._prefix)))
+            else:
+                pipe = self._client.pipeline(transaction=True)
+                for run in runs:
+                    self._read_run(pipe, run)
+                pipe.hgetall(keys.cursors(self._prefix))
+                replies = pipe.execute()
         state = StoredState()
         for index, run in enumerate(runs):
             config, counts, costs, totals, fired = replies[5 * index : 5 * index + 5]
@@ -178,6 +212,10 @@ class RedisStore(TrialAsBatch):
             "width": len(config.weights),
         }
         with _translated(f"save the config of run {config.run!r}"):
+            if self._cluster:
+                # The index first: an indexed run without a config loads as
+                # no config, a config missing from the index would be lost.
+                self._client.sadd(self._runs, config.run)
             pipe = self._client.pipeline(transaction=True)
             if declared:
                 pipe.hset(key, mapping=values)
@@ -186,12 +224,15 @@ class RedisStore(TrialAsBatch):
                 # auto-created config never replaces a stored one.
                 for field, value in values.items():
                     pipe.hsetnx(key, field, value)
-            pipe.sadd(self._runs, config.run)
+            if not self._cluster:
+                pipe.sadd(self._runs, config.run)
             pipe.execute()
 
     def apply(self, batch: Batch) -> list[Previous]:
         for trials in batch.trials:
             _check_trials(trials)
+        if self._cluster:
+            return self._apply_by_slot(batch)
         with _translated("apply a batch"):
             pipe = self._client.pipeline(transaction=True)
             positions: list[list[int]] = []
@@ -211,15 +252,66 @@ class RedisStore(TrialAsBatch):
             if batch.cursor is not None:
                 pipe.hset(keys.cursors(self._prefix), batch.cursor[0], batch.cursor[1])
             replies = pipe.execute() if len(pipe) else []
+        return [
+            self._previous(trials.run, [replies[call] for call in calls])
+            for trials, calls in zip(batch.trials, positions, strict=True)
+        ]
+
+    def _apply_by_slot(self, batch: Batch) -> list[Previous]:
+        """``apply`` on Redis Cluster: one transaction per run's slot.
+
+        Order matters for a failure midway (the source then redelivers): the
+        run index before any run data, the cursor after everything else.
+        """
+        letters: dict[str, list[DeadLetter]] = {}
+        for letter in batch.dead_letters:
+            if letter.run is not None:
+                letters.setdefault(letter.run, []).append(letter)
+        runs = list(dict.fromkeys([t.run for t in batch.trials] + list(letters)))
+        quoted: dict[str, str] = {}
         previous: list[Previous] = []
-        for trials, calls in zip(batch.trials, positions, strict=True):
-            answers: list[int] = []
-            for call in calls:
-                version, _, categories = _text(replies[call]).partition("|")
-                self._note_version(trials.run, int(version))
-                answers.extend(int(value) for value in categories.split(","))
-            previous.append(answers)
+        with _translated("apply a batch"):
+            if runs:
+                self._client.sadd(self._runs, *runs)
+            by_run: dict[str, list[Reply]] = {}
+            for run in runs:
+                pipe = self._client.pipeline(transaction=True)
+                for trials in batch.trials:
+                    if trials.run != run:
+                        continue
+                    for start in range(0, len(trials), self._chunk_size):
+                        stop = min(start + self._chunk_size, len(trials))
+                        self._apply_trials(
+                            pipe, run, _trial_arguments(trials, start, stop, quoted)
+                        )
+                for _ in letters.get(run, ()):
+                    pipe.hincrby(keys.totals(self._prefix, run), "rejected", 1)
+                by_run[run] = pipe.execute()
+            if batch.dead_letters:
+                pipe = self._client.pipeline(transaction=False)
+                for letter in batch.dead_letters:
+                    self._add_dead_letter(pipe, letter, count_run=False)
+                pipe.execute()
+            if batch.cursor is not None:
+                self._client.hset(
+                    keys.cursors(self._prefix), batch.cursor[0], batch.cursor[1]
+                )
+        # Each run's replies in batch order (a run may have several batches).
+        for trials in batch.trials:
+            chunks = -(-len(trials) // self._chunk_size)
+            replies = by_run[trials.run]
+            previous.append(self._previous(trials.run, replies[:chunks]))
+            by_run[trials.run] = replies[chunks:]
         return previous
+
+    def _previous(self, run: str, replies: Sequence[Reply]) -> Previous:
+        """Previous categories from the ``apply_trials`` replies of one batch."""
+        answers: list[int] = []
+        for reply in replies:
+            version, _, categories = _text(reply).partition("|")
+            self._note_version(run, int(version))
+            answers.extend(int(value) for value in categories.split(","))
+        return answers
 
     def counts_if_changed(self, run: str) -> dict[str, ModelCounts] | None:
         """The run's counts if another process changed them since we last saw them.
@@ -267,10 +359,18 @@ class RedisStore(TrialAsBatch):
         if not by_run:
             return []
         with _translated("record events"):
-            pipe = self._client.pipeline(transaction=True)
-            for run, indices in by_run.items():
-                self._fire_events(pipe, run, [events[i] for i in indices])
-            replies = pipe.execute()
+            if self._cluster:
+                # The script is atomic on its run's slot; runs go one by one.
+                replies: list[list[int]] = []
+                for run, indices in by_run.items():
+                    pipe = self._client.pipeline(transaction=True)
+                    self._fire_events(pipe, run, [events[i] for i in indices])
+                    replies += pipe.execute()
+            else:
+                pipe = self._client.pipeline(transaction=True)
+                for run, indices in by_run.items():
+                    self._fire_events(pipe, run, [events[i] for i in indices])
+                replies = pipe.execute()
         seqs = [0] * len(events)
         for indices, numbers in zip(by_run.values(), replies, strict=True):
             for index, number in zip(indices, numbers, strict=True):
@@ -326,26 +426,49 @@ class RedisStore(TrialAsBatch):
         text = resources.files("adapters.redis").joinpath("lua", name).read_text()
         script = self._client.register_script(text)
         # Loading at connect fails fast on a bad script or an unreachable
-        # server; later NOSCRIPT replies (after a restart) reload it.
+        # server; later NOSCRIPT replies (after a restart) reload it. On a
+        # cluster it loads on every master, but calls send the text anyway.
         self._client.script_load(text)
         return script
 
-    def _apply_trials(
-        self, pipe: Pipeline, run: str, arguments: list[str | int]
+    def _run_script(
+        self,
+        script: Script,
+        pipe: Pipeline | ClusterPipeline,
+        run_keys: list[str],
+        arguments: Sequence[EncodableT],
     ) -> None:
-        self._apply_trials_script(
-            keys=[
+        if isinstance(pipe, ClusterPipeline):
+            # EVAL, not EVALSHA: inside MULTI a NOSCRIPT (a promoted replica
+            # has an empty script cache) would fail one call of the batch.
+            # (ClusterPipeline blocks its eval method, not the command; its
+            # execute_command has no annotations.)
+            pipe.execute_command(  # type: ignore[no-untyped-call]
+                "EVAL", script.script, len(run_keys), *run_keys, *arguments
+            )
+        else:
+            script(keys=run_keys, args=arguments, client=pipe)
+
+    def _apply_trials(
+        self, pipe: Pipeline | ClusterPipeline, run: str, arguments: list[str | int]
+    ) -> None:
+        self._run_script(
+            self._apply_trials_script,
+            pipe,
+            [
                 keys.trials(self._prefix, run),
                 keys.counts(self._prefix, run),
                 keys.totals(self._prefix, run),
                 keys.costs(self._prefix, run),
             ],
-            args=arguments,
-            client=pipe,
+            arguments,
         )
 
     def _fire_events(
-        self, pipe: Pipeline, run: str, events: Sequence[PendingEvent]
+        self,
+        pipe: Pipeline | ClusterPipeline,
+        run: str,
+        events: Sequence[PendingEvent],
     ) -> None:
         arguments: list[str] = []
         for event in events:
@@ -356,17 +479,32 @@ class RedisStore(TrialAsBatch):
                 json.dumps(event.payload),
                 repr(float(event.ts)),
             ]
-        self._fire_events_script(
-            keys=[
+        self._run_script(
+            self._fire_events_script,
+            pipe,
+            [
                 keys.fired(self._prefix, run),
                 keys.event_seq(self._prefix, run),
                 keys.events(self._prefix, run),
             ],
-            args=arguments,
-            client=pipe,
+            arguments,
         )
 
-    def _add_dead_letter(self, pipe: Pipeline, letter: DeadLetter) -> None:
+    def _read_run(self, pipe: Pipeline | ClusterPipeline, run: str) -> None:
+        """Queue the five reads ``load`` needs of one run."""
+        pipe.hgetall(keys.config(self._prefix, run))
+        pipe.hgetall(keys.counts(self._prefix, run))
+        pipe.hgetall(keys.costs(self._prefix, run))
+        pipe.hgetall(keys.totals(self._prefix, run))
+        pipe.hkeys(keys.fired(self._prefix, run))
+
+    def _add_dead_letter(
+        self,
+        pipe: Pipeline | ClusterPipeline,
+        letter: DeadLetter,
+        count_run: bool = True,
+    ) -> None:
+        """Queue the letter's XADD and, with ``count_run``, its run's count."""
         fields: dict[FieldT, EncodableT] = {
             "source": letter.source,
             "reason": letter.reason,
@@ -377,8 +515,9 @@ class RedisStore(TrialAsBatch):
             fields["position"] = letter.position
         if letter.run is not None:
             fields["run"] = letter.run
-            pipe.hincrby(keys.totals(self._prefix, letter.run), "rejected", 1)
-            pipe.sadd(self._runs, letter.run)
+            if count_run:
+                pipe.hincrby(keys.totals(self._prefix, letter.run), "rejected", 1)
+                pipe.sadd(self._runs, letter.run)
         pipe.xadd(
             keys.dead_letters(self._prefix),
             fields,
@@ -396,7 +535,7 @@ def _translated(action: str) -> Iterator[None]:
     """The one place redis-py's exceptions become StoreError."""
     try:
         yield
-    except RedisError as exc:
+    except (RedisError, RedisClusterException) as exc:
         raise StoreError(f"redis store cannot {action}: {exc}") from exc
 
 
