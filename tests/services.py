@@ -29,6 +29,21 @@ def free_port() -> int:
         return port
 
 
+def free_cluster_port() -> int:
+    """A free port whose cluster bus port (``port + 10000``) is free too."""
+    for _ in range(1000):
+        port = free_port()
+        if port + 10000 > 65535:
+            continue
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port pair for a cluster node")
+
+
 def require_binary(name: str, package: str | None = None) -> str:
     """The binary's path; when missing, :func:`missing_binary` (names its package)."""
     path = shutil.which(name) or next(
@@ -178,13 +193,13 @@ class RedisClusterNodes:
             stderr=subprocess.DEVNULL,
             timeout=60,
         )
-        self.wait_until_ok()
+        self.wait_until_ok(replicas)
 
-    def wait_until_ok(self, timeout_s: float = 30.0) -> None:
-        """Every live node sees all slots served by live masters."""
+    def wait_until_ok(self, replicas: int = 0, timeout_s: float = 30.0) -> None:
+        """Every live node sees all slots served; masters have ``replicas`` online."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if all(self._node_ok(node) for node in self.live()):
+            if all(self._node_ok(node, replicas) for node in self.live()):
                 return
             time.sleep(0.1)
         raise RuntimeError("the cluster did not reach cluster_state:ok")
@@ -215,18 +230,18 @@ class RedisClusterNodes:
             node.stop()
 
     @staticmethod
-    def _node_ok(node: RedisServer) -> bool:
+    def _node_ok(node: RedisServer, replicas: int) -> bool:
         import redis
 
         try:
             with redis.Redis(port=node.port, decode_responses=True) as client:
                 info = client.cluster("info")
+                role = client.execute_command("ROLE")
         except redis.RedisError:
             return False
-        return bool(
-            info["cluster_state"] == "ok"
-            and int(info["cluster_slots_ok"]) == 16384
-        )
+        online = role[0] != "master" or len(role[2]) >= replicas
+        served = int(info["cluster_slots_ok"]) == 16384
+        return bool(info["cluster_state"] == "ok" and served and online)
 
 
 @dataclass
@@ -312,7 +327,7 @@ def redis_cluster(
             "1000",
         )
         nodes.append(
-            RedisServer(binary, free_port(), node_folder, True, options=options)
+            RedisServer(binary, free_cluster_port(), node_folder, True, options=options)
         )
     cluster = RedisClusterNodes(nodes, cli)
     try:

@@ -56,6 +56,7 @@ from redis.backoff import NoBackoff
 from redis.client import Pipeline
 from redis.cluster import ClusterPipeline, RedisCluster
 from redis.commands.core import Script
+from redis.crc import key_slot
 from redis.exceptions import RedisClusterException, RedisError
 from redis.retry import Retry
 from redis.typing import EncodableT, FieldT
@@ -129,6 +130,7 @@ class RedisStore(TrialAsBatch):
         self._versions: dict[str, int] = {}
         self._chunk_size = chunk_size
         self._dead_letter_limit = dead_letter_limit
+        self._wait_ms = max(1, int(timeout_s * 500))
         self._owns_client = client is None
         self._cluster = cluster or isinstance(client, RedisCluster)
         with _translated("connect"):
@@ -287,6 +289,7 @@ class RedisStore(TrialAsBatch):
                 for _ in letters.get(run, ()):
                     pipe.hincrby(keys.totals(self._prefix, run), "rejected", 1)
                 by_run[run] = pipe.execute()
+                self._replicated(run)
             if batch.dead_letters:
                 pipe = self._client.pipeline(transaction=False)
                 for letter in batch.dead_letters:
@@ -303,6 +306,31 @@ class RedisStore(TrialAsBatch):
             previous.append(self._previous(trials.run, replies[:chunks]))
             by_run[trials.run] = replies[chunks:]
         return previous
+
+    def _replicated(self, run: str) -> None:
+        """Return once a replica of the run's master has our writes to it.
+
+        Redis replicates asynchronously: without this, a master that dies
+        right after acknowledging would take the write with it, and the
+        promoted replica would count a redelivered trial as new or fire an
+        event again. ``WAIT`` covers the writes of its own connection, so a
+        write of nothing (``HINCRBY`` by 0) goes first on the same one; the
+        replication stream is ordered, so our transaction is covered too.
+        A master without replicas (as the slot map says) is not waited for.
+        """
+        assert isinstance(self._client, RedisCluster)
+        key = keys.totals(self._prefix, run)
+        slot = key_slot(key.encode("utf-8", "surrogatepass"))
+        nodes = self._client.nodes_manager.slots_cache.get(slot)
+        if not nodes or len(nodes) < 2:
+            return
+        pipe = self._client.get_redis_connection(nodes[0]).pipeline(transaction=False)
+        pipe.hincrby(key, "version", 0)
+        pipe.wait(1, self._wait_ms)
+        if int(pipe.execute()[1]) < 1:
+            # Perhaps the replica died: re-read the slot map for next time.
+            self._client.nodes_manager.initialize()
+            raise StoreError(f"no replica acknowledged the writes to run {run!r}")
 
     def _previous(self, run: str, replies: Sequence[Reply]) -> Previous:
         """Previous categories from the ``apply_trials`` replies of one batch."""
@@ -366,6 +394,7 @@ class RedisStore(TrialAsBatch):
                     pipe = self._client.pipeline(transaction=True)
                     self._fire_events(pipe, run, [events[i] for i in indices])
                     replies += pipe.execute()
+                    self._replicated(run)
             else:
                 pipe = self._client.pipeline(transaction=True)
                 for run, indices in by_run.items():
