@@ -196,13 +196,22 @@ class RedisClusterNodes:
         self.wait_until_ok(replicas)
 
     def wait_until_ok(self, replicas: int = 0, timeout_s: float = 30.0) -> None:
-        """Every live node sees all slots served; masters have ``replicas`` online."""
+        """Every live node sees all slots served and ``replicas`` per master."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if all(self._node_ok(node, replicas) for node in self.live()):
                 return
             time.sleep(0.1)
         raise RuntimeError("the cluster did not reach cluster_state:ok")
+
+    def wait_for_promotion(self, replica: RedisServer, timeout_s: float = 30.0) -> None:
+        """Until ``replica`` took over its failed master, and the cluster is ok."""
+        deadline = time.monotonic() + timeout_s
+        while self.role(replica) != "master":
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"replica on port {replica.port} was not promoted")
+            time.sleep(0.1)
+        self.wait_until_ok(timeout_s=timeout_s)
 
     def live(self) -> list[RedisServer]:
         return [n for n in self.nodes if n.process and n.process.poll() is None]
@@ -236,12 +245,13 @@ class RedisClusterNodes:
         try:
             with redis.Redis(port=node.port, decode_responses=True) as client:
                 info = client.cluster("info")
-                role = client.execute_command("ROLE")
+                ranges = client.execute_command("CLUSTER SLOTS")
         except redis.RedisError:
             return False
-        online = role[0] != "master" or len(role[2]) >= replicas
+        # CLUSTER SLOTS lists a replica once it has replicated something.
+        listed = all(len(entry) >= 3 + replicas for entry in ranges)
         served = int(info["cluster_slots_ok"]) == 16384
-        return bool(info["cluster_state"] == "ok" and served and online)
+        return bool(info["cluster_state"] == "ok" and served and listed)
 
 
 @dataclass
@@ -325,6 +335,10 @@ def redis_cluster(
             "nodes.conf",
             "--cluster-node-timeout",
             "1000",
+            # Masters ping replicas each second: a replica of an idle master
+            # gets a replication offset, and CLUSTER SLOTS lists it.
+            "--repl-ping-replica-period",
+            "1",
         )
         nodes.append(
             RedisServer(binary, free_cluster_port(), node_folder, True, options=options)

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from importlib import resources
@@ -81,6 +82,8 @@ from monitor.store import (
 CHUNK_SIZE: Final = 2000
 DEAD_LETTER_LIMIT: Final = 10_000
 DEFAULT_WIDTH: Final = 2
+# Cluster: how stale a slot map without replicas may be before a re-read.
+SLOT_MAP_MAX_AGE_S: Final = 5.0
 
 # A reply is text or bytes depending on the client's decode_responses.
 Reply = str | bytes
@@ -131,6 +134,7 @@ class RedisStore(TrialAsBatch):
         self._chunk_size = chunk_size
         self._dead_letter_limit = dead_letter_limit
         self._wait_ms = max(1, int(timeout_s * 500))
+        self._map_read_at = time.monotonic()
         self._owns_client = client is None
         self._cluster = cluster or isinstance(client, RedisCluster)
         with _translated("connect"):
@@ -323,7 +327,17 @@ class RedisStore(TrialAsBatch):
         slot = key_slot(key.encode("utf-8", "surrogatepass"))
         nodes = self._client.nodes_manager.slots_cache.get(slot)
         if not nodes or len(nodes) < 2:
-            return
+            # No replica in the map: re-read it now and then, for replicas
+            # added since (or not yet listed: CLUSTER SLOTS shows a replica
+            # once it has replicated something).
+            now = time.monotonic()
+            if now - self._map_read_at < SLOT_MAP_MAX_AGE_S:
+                return
+            self._client.nodes_manager.initialize()
+            self._map_read_at = now
+            nodes = self._client.nodes_manager.slots_cache.get(slot)
+            if not nodes or len(nodes) < 2:
+                return
         pipe = self._client.get_redis_connection(nodes[0]).pipeline(transaction=False)
         pipe.hincrby(key, "version", 0)
         pipe.wait(1, self._wait_ms)

@@ -11,6 +11,7 @@ fired once, and all of that across a master killed under load.
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -23,6 +24,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from redis import Redis
 from redis.cluster import RedisCluster
 
 from adapters.redis import keys as redis_keys
@@ -348,3 +350,45 @@ def test_a_master_killed_under_load_fails_over_and_counts_stay_exact(
         assert fresh.record_events(question_events(streams[0])) == []
         for opened in (store, other, fresh):
             opened.close()
+
+
+def test_a_write_no_replica_has_is_never_acknowledged(tmp_path: Path) -> None:
+    """The loss async replication allows, made certain, must not be acknowledged.
+
+    The replica of run "a"'s master is frozen (SIGSTOP) and cut off, so the
+    master's later writes can reach no replica; then the master is killed
+    and the frozen replica, resumed, takes over without them. An ``apply``
+    acknowledged in between would be a lost trial. It must fail instead,
+    and its redelivery after the failover counts every trial once.
+    """
+    with redis_cluster(tmp_path / "cluster") as cluster:
+        url = cluster.url
+        store = RedisStore(url, "scorio", cluster=True, timeout_s=1.0)
+        store.save_config(RunConfig(run="a", weights=WEIGHTS))
+        first = [("m", str(q), "0", False, 1, None, None) for q in range(10)]
+        store.apply(Batch([trial_batch("a", first)]))
+        with RedisCluster.from_url(url) as client:
+            name = client.get_node_from_key(redis_keys.totals("scorio", "a")).name
+        master = next(n for n in cluster.nodes if f"127.0.0.1:{n.port}" == name)
+        replica = cluster.replica_of(master)
+        assert replica.process is not None
+        replica.process.send_signal(signal.SIGSTOP)
+        try:
+            with Redis(port=master.port) as direct:
+                direct.execute_command("CLIENT", "KILL", "TYPE", "replica")
+            late = [("m", str(q), "1", False, 2, None, None) for q in range(10)]
+            batch = Batch([trial_batch("a", late)])
+            with pytest.raises(StoreError, match="no replica acknowledged"):
+                store.apply(batch)
+            master.kill()
+        finally:
+            replica.process.send_signal(signal.SIGCONT)
+        cluster.wait_for_promotion(replica)
+        failures: list[str] = []
+        durably(partial(store.apply, batch), failures)
+        totals = store.totals("a")
+        # The late trials were lost with the master, so they count as new.
+        assert (totals.trials, totals.duplicates) == (20, 0)
+        counts = store.counts("a")["m"]
+        assert [row[1:] for row in counts.observed] == [[1, 1]] * 10
+        store.close()
