@@ -145,6 +145,8 @@ class RedisStreamSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     url: str
+    # Redis Cluster: ``url`` names any node; each run's stream is read alone.
+    cluster: bool = False
     prefix: str = "scorio"
     group: str = "monitor"
     consumer: str = Field(

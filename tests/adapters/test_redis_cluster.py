@@ -29,8 +29,10 @@ from redis.cluster import RedisCluster
 
 from adapters.redis import keys as redis_keys
 from adapters.redis.store import RedisStore
+from adapters.redis.streams import RedisStreamSource
 from monitor import Monitor, RunConfig, StoreError
-from monitor.config import StoreSettings
+from monitor.config import RedisStreamSettings, StoreSettings
+from monitor.service import Service
 from monitor.store import Batch, DeadLetter, MemoryStore, PendingEvent
 from tests.adapters.test_redis_store import (
     RUNS,
@@ -45,6 +47,7 @@ from tests.adapters.test_redis_store import (
     state_view,
     trial_batch,
 )
+from tests.helpers import eventually, trial_events, trial_results
 from tests.services import RedisClusterNodes, redis_cluster
 
 # Slots 3300, 7365 and 15495: one run per master of a fresh cluster.
@@ -392,3 +395,63 @@ def test_a_write_no_replica_has_is_never_acknowledged(tmp_path: Path) -> None:
         counts = store.counts("a")["m"]
         assert [row[1:] for row in counts.observed] == [[1, 1]] * 10
         store.close()
+
+
+async def test_streams_of_runs_on_every_master_feed_a_cluster_store(
+    redis_cluster_nodes: RedisClusterNodes, store: RedisStore, prefix: str
+) -> None:
+    """The Redis Streams source on the cluster: one stream per run and slot."""
+    url = redis_cluster_nodes.url
+    streams_prefix = f"{prefix}-in"
+    results = trial_results(4, models=2, questions=5, trials=3)
+    events = trial_events(results)
+    with RedisCluster.from_url(url) as client:
+        for run in SPREAD:
+            stream = redis_keys.trial_stream(streams_prefix, run)
+            for event in events:
+                client.xadd(stream, {"data": json.dumps(event)})
+            client.xadd(stream, {"data": json.dumps(events[:3])})  # repeats
+        source = RedisStreamSource(
+            RedisStreamSettings(
+                url=url,
+                cluster=True,
+                prefix=streams_prefix,
+                consumer="w1",
+                discover_interval_s=0.1,
+                block_ms=50,
+            )
+        )
+        monitor = Monitor(store)
+        for run in SPREAD:
+            monitor.configure(RunConfig(run=run, question_count=5))
+        try:
+            async with Service(monitor, [source]):
+
+                async def counted() -> bool:
+                    return all(
+                        monitor.status(run).trials == results.size for run in SPREAD
+                    )
+
+                await eventually(counted)
+
+                async def acknowledged() -> bool:
+                    return all(
+                        int(
+                            client.xpending(
+                                redis_keys.trial_stream(streams_prefix, run), "monitor"
+                            )["pending"]
+                        )
+                        == 0
+                        for run in SPREAD
+                    )
+
+                await eventually(acknowledged)
+            # The service closed the store with the monitor: read anew.
+            after = RedisStore(url, store.prefix, cluster=True)
+            for run in SPREAD:
+                totals = after.totals(run)
+                assert (totals.trials, totals.duplicates) == (results.size, 3)
+            after.close()
+        finally:
+            for key in client.scan_iter(match=f"{streams_prefix}:*"):
+                client.delete(key)
