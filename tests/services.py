@@ -340,17 +340,32 @@ def redis_cluster(
             "--repl-ping-replica-period",
             "1",
         )
-        nodes.append(
-            RedisServer(binary, free_cluster_port(), node_folder, True, options=options)
-        )
+        nodes.append(RedisServer(binary, 0, node_folder, True, options=options))
     cluster = RedisClusterNodes(nodes, cli)
     try:
         for node in nodes:
-            node.start()
+            _start_on_a_free_port(node, {n.port for n in nodes if n.port})
         cluster.create(replicas)
         yield cluster
     finally:
         cluster.stop()
+
+
+def _start_on_a_free_port(node: RedisServer, taken: set[int]) -> None:
+    """Start the node; a port pair taken meanwhile (shared machine): retry."""
+    used = {p for t in taken for p in (t, t + 10000)}
+    error: RuntimeError | None = None
+    for _ in range(5):
+        port = free_cluster_port()
+        if {port, port + 10000} & used:
+            continue
+        node.port = port
+        try:
+            node.start()
+            return
+        except RuntimeError as exc:
+            error = exc
+    raise error or RuntimeError("no free port pair apart from the other nodes")
 
 
 @contextmanager
