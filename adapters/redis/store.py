@@ -36,10 +36,11 @@ dead letters of the runs already applied are recorded again. The scripts go
 as ``EVAL`` with their text, since a replica promoted by a failover has no
 script cache. redis-py retries a call on connection errors and follows
 slot moves; a retried transaction whose reply was lost is a redelivery
-(duplicates, never double counts). An acknowledged write survives a
-failover only if the replica had it: Redis replicates asynchronously, so
-a master that dies hard may lose its last writes (a manual ``CLUSTER
-FAILOVER`` loses none).
+(duplicates, never double counts). Redis replicates asynchronously, so
+each run's transaction and event write is followed by a ``WAIT`` for one
+replica (see ``_replicated``); without an acknowledgement the call fails
+and the source redelivers, so no acknowledged trial or fired event is
+lost when a master dies and its replica takes over.
 """
 
 from __future__ import annotations
