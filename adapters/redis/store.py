@@ -136,6 +136,8 @@ class RedisStore(TrialAsBatch):
         self._dead_letter_limit = dead_letter_limit
         self._wait_ms = max(1, int(timeout_s * 500))
         self._map_read_at = time.monotonic()
+        # Cluster: events fired by a call that then failed, for the next call.
+        self._unreported: list[StoredEvent] = []
         self._owns_client = client is None
         self._cluster = cluster or isinstance(client, RedisCluster)
         with _translated("connect"):
@@ -399,38 +401,43 @@ class RedisStore(TrialAsBatch):
         by_run: dict[str, list[int]] = {}
         for index, event in enumerate(events):
             by_run.setdefault(event.run, []).append(index)
+        if self._cluster:
+            return self._record_events_by_slot(events, by_run)
         if not by_run:
             return []
         with _translated("record events"):
-            if self._cluster:
-                # The script is atomic on its run's slot; runs go one by one.
-                replies: list[list[int]] = []
-                for run, indices in by_run.items():
-                    pipe = self._client.pipeline(transaction=True)
-                    self._fire_events(pipe, run, [events[i] for i in indices])
-                    replies += pipe.execute()
-                    self._replicated(run)
-            else:
-                pipe = self._client.pipeline(transaction=True)
-                for run, indices in by_run.items():
-                    self._fire_events(pipe, run, [events[i] for i in indices])
-                replies = pipe.execute()
+            pipe = self._client.pipeline(transaction=True)
+            for run, indices in by_run.items():
+                self._fire_events(pipe, run, [events[i] for i in indices])
+            replies = pipe.execute()
         seqs = [0] * len(events)
         for indices, numbers in zip(by_run.values(), replies, strict=True):
             for index, number in zip(indices, numbers, strict=True):
                 seqs[index] = int(number)
-        return [
-            StoredEvent(
-                seq=seq,
-                run=event.run,
-                kind=event.kind,
-                subject=event.subject,
-                payload=event.payload,
-                ts=event.ts,
-            )
-            for event, seq in zip(events, seqs, strict=True)
-            if seq
-        ]
+        return _stored_events(events, seqs)
+
+    def _record_events_by_slot(
+        self, events: Sequence[PendingEvent], by_run: dict[str, list[int]]
+    ) -> list[StoredEvent]:
+        """``record_events`` on Redis Cluster: one script call per run's slot.
+
+        Runs go one after another, so a call can fail after some runs' events
+        fired; those are kept and returned by the next call that succeeds
+        (the engine offers the same events again), once every master they
+        were written to has had a replica acknowledge them.
+        """
+        with _translated("record events"):
+            for run, indices in by_run.items():
+                pipe = self._client.pipeline(transaction=True)
+                run_events = [events[i] for i in indices]
+                self._fire_events(pipe, run, run_events)
+                self._unreported += _stored_events(run_events, pipe.execute()[0])
+                self._replicated(run)
+            for run in dict.fromkeys(e.run for e in self._unreported):
+                if run not in by_run:
+                    self._replicated(run)
+        fired, self._unreported = self._unreported, []
+        return fired
 
     def events_after(
         self, run: str, seq: int = 0, limit: int = 1000
@@ -678,6 +685,24 @@ def _model_counts(
             seconds=float(spent.get((model, "seconds"), 0.0)),
         )
     return result
+
+
+def _stored_events(
+    events: Sequence[PendingEvent], seqs: Sequence[int | str]
+) -> list[StoredEvent]:
+    """The events ``fire_events.lua`` numbered (a 0 means it fired before)."""
+    return [
+        StoredEvent(
+            seq=int(seq),
+            run=event.run,
+            kind=event.kind,
+            subject=event.subject,
+            payload=event.payload,
+            ts=event.ts,
+        )
+        for event, seq in zip(events, seqs, strict=True)
+        if int(seq)
+    ]
 
 
 def _run_totals(values: ReplyMap) -> RunTotals:

@@ -44,6 +44,7 @@ from tests.adapters.test_redis_store import (
     counts_view,
     ingest_all,
     messy_stream,
+    pending,
     state_view,
     trial_batch,
 )
@@ -455,3 +456,45 @@ async def test_streams_of_runs_on_every_master_feed_a_cluster_store(
         finally:
             for key in client.scan_iter(match=f"{streams_prefix}:*"):
                 client.delete(key)
+
+
+def test_events_of_a_call_that_failed_midway_come_with_the_next_call(
+    tmp_path: Path,
+) -> None:
+    """Run "b"'s events fire, then run "a"'s master has no replica to ack.
+
+    The call fails, yet "b"'s events (and "a"'s, written but unconfirmed)
+    are fired in Redis: the engine offers them again, and the retry must
+    hand every one of them over once, or no listener would ever see them.
+    """
+    with redis_cluster(tmp_path / "cluster") as cluster:
+        url = cluster.url
+        store = RedisStore(url, "scorio", cluster=True, timeout_s=1.0)
+        events = pending("b", ["model_done"], ["x", "y"])
+        events += pending("a", ["model_done"], ["x", "y"])
+        with RedisCluster.from_url(url) as client:
+            name = client.get_node_from_key(redis_keys.totals("scorio", "a")).name
+        master = next(n for n in cluster.nodes if f"127.0.0.1:{n.port}" == name)
+        replica = cluster.replica_of(master)
+        assert replica.process is not None
+        replica.process.send_signal(signal.SIGSTOP)
+        try:
+            with Redis(port=master.port) as direct:
+                direct.execute_command("CLIENT", "KILL", "TYPE", "replica")
+            with pytest.raises(StoreError, match="no replica acknowledged"):
+                store.record_events(events)
+        finally:
+            replica.process.send_signal(signal.SIGCONT)
+        failures: list[str] = []
+        fired = durably(partial(store.record_events, events), failures)
+        assert sorted((e.run, e.subject, e.seq) for e in fired) == [
+            ("a", "x", 1),
+            ("a", "y", 2),
+            ("b", "x", 1),
+            ("b", "y", 2),
+        ]
+        assert store.record_events(events) == []
+        other = RedisStore(url, "scorio", cluster=True)
+        assert other.record_events(events) == []
+        for opened in (store, other):
+            opened.close()
