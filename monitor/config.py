@@ -71,6 +71,8 @@ class StoreSettings(BaseModel):
     kind: Literal["sqlite", "memory", "redis"] = "sqlite"
     path: str = "scorio-monitor.db"
     url: str | None = None
+    # Redis Cluster: ``url`` names any node (DESIGN.md section 5).
+    cluster: bool = False
     prefix: str = "scorio"
     synchronous: Literal["FULL", "NORMAL"] = "FULL"
     # Dead-letter retention: the newest this many, none older than this.
@@ -81,6 +83,8 @@ class StoreSettings(BaseModel):
     def _redis_needs_url(self) -> Self:
         if self.kind == "redis" and not self.url:
             raise ValueError("store kind redis needs url = redis://host:port/db")
+        if self.cluster and self.kind != "redis":
+            raise ValueError(f"cluster = true needs kind redis; got {self.kind!r}")
         return self
 
 
@@ -141,6 +145,8 @@ class RedisStreamSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     url: str
+    # Redis Cluster: ``url`` names any node; each run's stream is read alone.
+    cluster: bool = False
     prefix: str = "scorio"
     group: str = "monitor"
     consumer: str = Field(

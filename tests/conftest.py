@@ -8,7 +8,14 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
-from tests.services import MosquittoBroker, RedisServer, mosquitto_broker, redis_server
+from tests.services import (
+    MosquittoBroker,
+    RedisClusterNodes,
+    RedisServer,
+    mosquitto_broker,
+    redis_cluster,
+    redis_server,
+)
 
 settings.register_profile("ci", derandomize=True, deadline=None, max_examples=100)
 settings.register_profile("dev", deadline=None, max_examples=60)
@@ -34,3 +41,12 @@ def prefix(request: pytest.FixtureRequest) -> str:
     """A key or topic prefix unique to the test, from its name."""
     name = request.node.name.replace("[", "-").replace("]", "")
     return "t-" + "".join(c if c.isalnum() or c == "-" else "-" for c in name)[:60]
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_nodes(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[RedisClusterNodes]:
+    """A session-wide Redis Cluster (3 masters, 3 replicas); isolate by prefix."""
+    with redis_cluster(tmp_path_factory.mktemp("redis-cluster")) as cluster:
+        yield cluster

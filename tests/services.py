@@ -29,6 +29,21 @@ def free_port() -> int:
         return port
 
 
+def free_cluster_port() -> int:
+    """A free port whose cluster bus port (``port + 10000``) is free too."""
+    for _ in range(1000):
+        port = free_port()
+        if port + 10000 > 65535:
+            continue
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port pair for a cluster node")
+
+
 def require_binary(name: str, package: str | None = None) -> str:
     """The binary's path; when missing, :func:`missing_binary` (names its package)."""
     path = shutil.which(name) or next(
@@ -89,6 +104,7 @@ class RedisServer:
     folder: Path
     persistent: bool
     process: subprocess.Popen[bytes] | None = None
+    options: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:
@@ -112,6 +128,7 @@ class RedisServer:
                 "--daemonize",
                 "no",
                 *options,
+                *self.options,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -146,6 +163,95 @@ class RedisServer:
             except redis.exceptions.ConnectionError:
                 time.sleep(0.05)
         raise RuntimeError("redis did not answer PING")
+
+
+@dataclass
+class RedisClusterNodes:
+    """A Redis Cluster of our own: masters, each with its replicas, AOF on."""
+
+    nodes: list[RedisServer]
+    cli: str
+
+    @property
+    def url(self) -> str:
+        """Any node will do: the client discovers the rest."""
+        return self.nodes[0].url
+
+    def create(self, replicas: int) -> None:
+        subprocess.run(
+            [
+                self.cli,
+                "--cluster",
+                "create",
+                *(f"127.0.0.1:{node.port}" for node in self.nodes),
+                "--cluster-replicas",
+                str(replicas),
+                "--cluster-yes",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=60,
+        )
+        self.wait_until_ok(replicas)
+
+    def wait_until_ok(self, replicas: int = 0, timeout_s: float = 30.0) -> None:
+        """Every live node sees all slots served and ``replicas`` per master."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if all(self._node_ok(node, replicas) for node in self.live()):
+                return
+            time.sleep(0.1)
+        raise RuntimeError("the cluster did not reach cluster_state:ok")
+
+    def wait_for_promotion(self, replica: RedisServer, timeout_s: float = 30.0) -> None:
+        """Until ``replica`` took over its failed master, and the cluster is ok."""
+        deadline = time.monotonic() + timeout_s
+        while self.role(replica) != "master":
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"replica on port {replica.port} was not promoted")
+            time.sleep(0.1)
+        self.wait_until_ok(timeout_s=timeout_s)
+
+    def live(self) -> list[RedisServer]:
+        return [n for n in self.nodes if n.process and n.process.poll() is None]
+
+    def masters(self) -> list[RedisServer]:
+        return [n for n in self.live() if self.role(n) == "master"]
+
+    def role(self, node: RedisServer) -> str:
+        import redis
+
+        with redis.Redis(port=node.port, decode_responses=True) as client:
+            role: str = client.execute_command("ROLE")[0]
+            return role
+
+    def replica_of(self, master: RedisServer) -> RedisServer:
+        import redis
+
+        with redis.Redis(port=master.port, decode_responses=True) as client:
+            replicas = client.execute_command("ROLE")[2]
+        port = int(replicas[0][1])
+        return next(node for node in self.nodes if node.port == port)
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    @staticmethod
+    def _node_ok(node: RedisServer, replicas: int) -> bool:
+        import redis
+
+        try:
+            with redis.Redis(port=node.port, decode_responses=True) as client:
+                info = client.cluster("info")
+                ranges = client.execute_command("CLUSTER SLOTS")
+        except redis.RedisError:
+            return False
+        # CLUSTER SLOTS lists a replica once it has replicated something.
+        listed = all(len(entry) >= 3 + replicas for entry in ranges)
+        served = int(info["cluster_slots_ok"]) == 16384
+        return bool(info["cluster_state"] == "ok" and served and listed)
 
 
 @dataclass
@@ -204,6 +310,62 @@ def redis_server(folder: Path, persistent: bool = False) -> Iterator[RedisServer
         yield server
     finally:
         server.stop()
+
+
+@contextmanager
+def redis_cluster(
+    folder: Path, masters: int = 3, replicas: int = 1
+) -> Iterator[RedisClusterNodes]:
+    """``masters`` masters with ``replicas`` replicas each, AOF fsync always.
+
+    ``redis-server --cluster-enabled yes`` per node (own folder, so the
+    nodes.conf and AOF files never mix), joined by ``redis-cli --cluster
+    create``; a node timeout of 1 s makes failovers quick.
+    """
+    binary = require_binary("redis-server")
+    cli = require_binary("redis-cli", "redis-tools")
+    nodes = []
+    for index in range(masters * (1 + replicas)):
+        node_folder = folder / f"node{index}"
+        node_folder.mkdir(parents=True, exist_ok=True)
+        options = (
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            "1000",
+            # Masters ping replicas each second: a replica of an idle master
+            # gets a replication offset, and CLUSTER SLOTS lists it.
+            "--repl-ping-replica-period",
+            "1",
+        )
+        nodes.append(RedisServer(binary, 0, node_folder, True, options=options))
+    cluster = RedisClusterNodes(nodes, cli)
+    try:
+        for node in nodes:
+            _start_on_a_free_port(node, {n.port for n in nodes if n.port})
+        cluster.create(replicas)
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def _start_on_a_free_port(node: RedisServer, taken: set[int]) -> None:
+    """Start the node; a port pair taken meanwhile (shared machine): retry."""
+    used = {p for t in taken for p in (t, t + 10000)}
+    error: RuntimeError | None = None
+    for _ in range(5):
+        port = free_cluster_port()
+        if {port, port + 10000} & used:
+            continue
+        node.port = port
+        try:
+            node.start()
+            return
+        except RuntimeError as exc:
+            error = exc
+    raise error or RuntimeError("no free port pair apart from the other nodes")
 
 
 @contextmanager

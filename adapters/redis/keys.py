@@ -6,7 +6,8 @@ hash slot and a Lua script may touch all of them in one call. Braces and
 ``%`` inside a run id are percent-escaped in the tag (``a}b`` becomes
 ``a%7Db``): an unescaped ``}`` would end the tag early, and ``{}`` at its
 start would disable it. Global keys (the run index, cursors, dead letters)
-have no tag.
+have no tag: on Redis Cluster no call names them together with a run's
+keys (see :mod:`adapters.redis.store`).
 
 Per run (``{prefix}:{{run}}:...``):
 

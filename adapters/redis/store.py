@@ -23,25 +23,43 @@ transaction is not rolled back, so inputs are validated before anything is
 sent and the scripts read before they write; durability is the server's
 (``appendonly yes`` with ``appendfsync always`` makes an acknowledged apply
 survive a crash), and it must not evict keys (``maxmemory-policy
-noeviction``). The transaction spans the run's slot and the global keys, so
-it needs a standalone server (or Sentinel), not Redis Cluster; the scripts
-themselves are cluster-safe.
+noeviction``).
+
+Redis Cluster (``cluster=True``): a transaction cannot span hash slots, so
+``apply`` becomes one ``MULTI``/``EXEC`` per run on that run's slot (all its
+chunks and its ``rejected`` counts; every key carries the run's hash tag),
+after the run index ``SADD`` and before the dead letters and, last, the
+cursor, each its own call. A batch is then all or nothing per run, not
+across runs; a failure midway raises StoreError and the source redelivers,
+so trials already applied count as duplicates (never twice), while the
+dead letters of the runs already applied are recorded again. The scripts go
+as ``EVAL`` with their text, since a replica promoted by a failover has no
+script cache. redis-py retries a call on connection errors and follows
+slot moves; a retried transaction whose reply was lost is a redelivery
+(duplicates, never double counts). Redis replicates asynchronously, so
+each run's transaction and event write is followed by a ``WAIT`` for one
+replica (see ``_replicated``); without an acknowledgement the call fails
+and the source redelivers, so no acknowledged trial or fired event is
+lost when a master dies and its replica takes over.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from importlib import resources
-from typing import Final
+from typing import Any, Final
 
 import redis
 from redis.backoff import NoBackoff
 from redis.client import Pipeline
+from redis.cluster import ClusterPipeline, RedisCluster
 from redis.commands.core import Script
-from redis.exceptions import RedisError
+from redis.crc import key_slot
+from redis.exceptions import RedisClusterException, RedisError
 from redis.retry import Retry
 from redis.typing import EncodableT, FieldT
 
@@ -65,6 +83,8 @@ from monitor.store import (
 CHUNK_SIZE: Final = 2000
 DEAD_LETTER_LIMIT: Final = 10_000
 DEFAULT_WIDTH: Final = 2
+# Cluster: how stale a slot map without replicas may be before a re-read.
+SLOT_MAP_MAX_AGE_S: Final = 5.0
 
 # A reply is text or bytes depending on the client's decode_responses.
 Reply = str | bytes
@@ -78,7 +98,9 @@ class RedisStore(TrialAsBatch):
         url: ``redis://host:port/db`` (or ``rediss://``, ``unix://``).
         prefix: The first part of every key; no braces.
         client: An existing client to use instead of ``url`` (the caller
-            keeps owning it); it must not retry writes on its own.
+            keeps owning it); a plain client must not retry writes on its
+            own. A ``RedisCluster`` client means cluster mode.
+        cluster: ``url`` names any node of a Redis Cluster.
         chunk_size: Trials per ``apply_trials`` call.
         dead_letter_limit: About how many dead letters are kept.
         timeout_s: Socket connect and read timeout.
@@ -94,7 +116,8 @@ class RedisStore(TrialAsBatch):
         url: str | None = None,
         prefix: str = "scorio",
         *,
-        client: redis.Redis | None = None,
+        client: redis.Redis | RedisCluster | None = None,
+        cluster: bool = False,
         chunk_size: int = CHUNK_SIZE,
         dead_letter_limit: int = DEAD_LETTER_LIMIT,
         timeout_s: float = 10.0,
@@ -111,9 +134,24 @@ class RedisStore(TrialAsBatch):
         self._versions: dict[str, int] = {}
         self._chunk_size = chunk_size
         self._dead_letter_limit = dead_letter_limit
+        self._wait_ms = max(1, int(timeout_s * 500))
+        self._map_read_at = time.monotonic()
+        # Cluster: events fired by a call that then failed, for the next call.
+        self._unreported: list[StoredEvent] = []
         self._owns_client = client is None
+        self._cluster = cluster or isinstance(client, RedisCluster)
         with _translated("connect"):
-            if client is None:
+            if client is None and cluster:
+                # Default cluster retries: they follow a failover and slot
+                # moves; a retried write is a redelivery (see the module).
+                client = RedisCluster.from_url(
+                    str(url),
+                    decode_responses=True,
+                    encoding_errors="surrogatepass",
+                    socket_timeout=timeout_s,
+                    socket_connect_timeout=timeout_s,
+                )
+            elif client is None:
                 # No automatic retries: a retried EXEC or script that did run
                 # before its reply was lost would be applied twice.
                 client = redis.Redis.from_url(
@@ -141,15 +179,20 @@ class RedisStore(TrialAsBatch):
     def load(self) -> StoredState:
         with _translated("load the state"):
             runs = sorted(_text(run) for run in self._client.smembers(self._runs))
-            pipe = self._client.pipeline(transaction=True)
-            for run in runs:
-                pipe.hgetall(keys.config(self._prefix, run))
-                pipe.hgetall(keys.counts(self._prefix, run))
-                pipe.hgetall(keys.costs(self._prefix, run))
-                pipe.hgetall(keys.totals(self._prefix, run))
-                pipe.hkeys(keys.fired(self._prefix, run))
-            pipe.hgetall(keys.cursors(self._prefix))
-            replies = pipe.execute()
+            if self._cluster:
+                # One transaction per run (its slot), then the cursors.
+                replies: list[Any] = []
+                for run in runs:
+                    pipe = self._client.pipeline(transaction=True)
+                    self._read_run(pipe, run)
+                    replies += pipe.execute()
+                replies.append(self._client.hgetall(keys.cursors(self._prefix)))
+            else:
+                pipe = self._client.pipeline(transaction=True)
+                for run in runs:
+                    self._read_run(pipe, run)
+                pipe.hgetall(keys.cursors(self._prefix))
+                replies = pipe.execute()
         state = StoredState()
         for index, run in enumerate(runs):
             config, counts, costs, totals, fired = replies[5 * index : 5 * index + 5]
@@ -178,6 +221,10 @@ class RedisStore(TrialAsBatch):
             "width": len(config.weights),
         }
         with _translated(f"save the config of run {config.run!r}"):
+            if self._cluster:
+                # The index first: an indexed run without a config loads as
+                # no config, a config missing from the index would be lost.
+                self._client.sadd(self._runs, config.run)
             pipe = self._client.pipeline(transaction=True)
             if declared:
                 pipe.hset(key, mapping=values)
@@ -186,12 +233,15 @@ class RedisStore(TrialAsBatch):
                 # auto-created config never replaces a stored one.
                 for field, value in values.items():
                     pipe.hsetnx(key, field, value)
-            pipe.sadd(self._runs, config.run)
+            if not self._cluster:
+                pipe.sadd(self._runs, config.run)
             pipe.execute()
 
     def apply(self, batch: Batch) -> list[Previous]:
         for trials in batch.trials:
             _check_trials(trials)
+        if self._cluster:
+            return self._apply_by_slot(batch)
         with _translated("apply a batch"):
             pipe = self._client.pipeline(transaction=True)
             positions: list[list[int]] = []
@@ -211,15 +261,102 @@ class RedisStore(TrialAsBatch):
             if batch.cursor is not None:
                 pipe.hset(keys.cursors(self._prefix), batch.cursor[0], batch.cursor[1])
             replies = pipe.execute() if len(pipe) else []
+        return [
+            self._previous(trials.run, [replies[call] for call in calls])
+            for trials, calls in zip(batch.trials, positions, strict=True)
+        ]
+
+    def _apply_by_slot(self, batch: Batch) -> list[Previous]:
+        """``apply`` on Redis Cluster: one transaction per run's slot.
+
+        Order matters for a failure midway (the source then redelivers): the
+        run index before any run data, the cursor after everything else.
+        """
+        letters: dict[str, list[DeadLetter]] = {}
+        for letter in batch.dead_letters:
+            if letter.run is not None:
+                letters.setdefault(letter.run, []).append(letter)
+        runs = list(dict.fromkeys([t.run for t in batch.trials] + list(letters)))
+        quoted: dict[str, str] = {}
         previous: list[Previous] = []
-        for trials, calls in zip(batch.trials, positions, strict=True):
-            answers: list[int] = []
-            for call in calls:
-                version, _, categories = _text(replies[call]).partition("|")
-                self._note_version(trials.run, int(version))
-                answers.extend(int(value) for value in categories.split(","))
-            previous.append(answers)
+        with _translated("apply a batch"):
+            if runs:
+                self._client.sadd(self._runs, *runs)
+            by_run: dict[str, list[Reply]] = {}
+            for run in runs:
+                pipe = self._client.pipeline(transaction=True)
+                for trials in batch.trials:
+                    if trials.run != run:
+                        continue
+                    for start in range(0, len(trials), self._chunk_size):
+                        stop = min(start + self._chunk_size, len(trials))
+                        self._apply_trials(
+                            pipe, run, _trial_arguments(trials, start, stop, quoted)
+                        )
+                for _ in letters.get(run, ()):
+                    pipe.hincrby(keys.totals(self._prefix, run), "rejected", 1)
+                by_run[run] = pipe.execute()
+                self._replicated(run)
+            if batch.dead_letters:
+                pipe = self._client.pipeline(transaction=False)
+                for letter in batch.dead_letters:
+                    self._add_dead_letter(pipe, letter, count_run=False)
+                pipe.execute()
+            if batch.cursor is not None:
+                self._client.hset(
+                    keys.cursors(self._prefix), batch.cursor[0], batch.cursor[1]
+                )
+        # Each run's replies in batch order (a run may have several batches).
+        for trials in batch.trials:
+            chunks = -(-len(trials) // self._chunk_size)
+            replies = by_run[trials.run]
+            previous.append(self._previous(trials.run, replies[:chunks]))
+            by_run[trials.run] = replies[chunks:]
         return previous
+
+    def _replicated(self, run: str) -> None:
+        """Return once a replica of the run's master has our writes to it.
+
+        Redis replicates asynchronously: without this, a master that dies
+        right after acknowledging would take the write with it, and the
+        promoted replica would count a redelivered trial as new or fire an
+        event again. ``WAIT`` covers the writes of its own connection, so a
+        write of nothing (``HINCRBY`` by 0) goes first on the same one; the
+        replication stream is ordered, so our transaction is covered too.
+        A master without replicas (as the slot map says) is not waited for.
+        """
+        assert isinstance(self._client, RedisCluster)
+        key = keys.totals(self._prefix, run)
+        slot = key_slot(key.encode("utf-8", "surrogatepass"))
+        nodes = self._client.nodes_manager.slots_cache.get(slot)
+        if not nodes or len(nodes) < 2:
+            # No replica in the map: re-read it now and then, for replicas
+            # added since (or not yet listed: CLUSTER SLOTS shows a replica
+            # once it has replicated something).
+            now = time.monotonic()
+            if now - self._map_read_at < SLOT_MAP_MAX_AGE_S:
+                return
+            self._client.nodes_manager.initialize()
+            self._map_read_at = now
+            nodes = self._client.nodes_manager.slots_cache.get(slot)
+            if not nodes or len(nodes) < 2:
+                return
+        pipe = self._client.get_redis_connection(nodes[0]).pipeline(transaction=False)
+        pipe.hincrby(key, "version", 0)
+        pipe.wait(1, self._wait_ms)
+        if int(pipe.execute()[1]) < 1:
+            # Perhaps the replica died: re-read the slot map for next time.
+            self._client.nodes_manager.initialize()
+            raise StoreError(f"no replica acknowledged the writes to run {run!r}")
+
+    def _previous(self, run: str, replies: Sequence[Reply]) -> Previous:
+        """Previous categories from the ``apply_trials`` replies of one batch."""
+        answers: list[int] = []
+        for reply in replies:
+            version, _, categories = _text(reply).partition("|")
+            self._note_version(run, int(version))
+            answers.extend(int(value) for value in categories.split(","))
+        return answers
 
     def counts_if_changed(self, run: str) -> dict[str, ModelCounts] | None:
         """The run's counts if another process changed them since we last saw them.
@@ -264,6 +401,8 @@ class RedisStore(TrialAsBatch):
         by_run: dict[str, list[int]] = {}
         for index, event in enumerate(events):
             by_run.setdefault(event.run, []).append(index)
+        if self._cluster:
+            return self._record_events_by_slot(events, by_run)
         if not by_run:
             return []
         with _translated("record events"):
@@ -275,18 +414,30 @@ class RedisStore(TrialAsBatch):
         for indices, numbers in zip(by_run.values(), replies, strict=True):
             for index, number in zip(indices, numbers, strict=True):
                 seqs[index] = int(number)
-        return [
-            StoredEvent(
-                seq=seq,
-                run=event.run,
-                kind=event.kind,
-                subject=event.subject,
-                payload=event.payload,
-                ts=event.ts,
-            )
-            for event, seq in zip(events, seqs, strict=True)
-            if seq
-        ]
+        return _stored_events(events, seqs)
+
+    def _record_events_by_slot(
+        self, events: Sequence[PendingEvent], by_run: dict[str, list[int]]
+    ) -> list[StoredEvent]:
+        """``record_events`` on Redis Cluster: one script call per run's slot.
+
+        Runs go one after another, so a call can fail after some runs' events
+        fired; those are kept and returned by the next call that succeeds
+        (the engine offers the same events again), once every master they
+        were written to has had a replica acknowledge them.
+        """
+        with _translated("record events"):
+            for run, indices in by_run.items():
+                pipe = self._client.pipeline(transaction=True)
+                run_events = [events[i] for i in indices]
+                self._fire_events(pipe, run, run_events)
+                self._unreported += _stored_events(run_events, pipe.execute()[0])
+                self._replicated(run)
+            for run in dict.fromkeys(e.run for e in self._unreported):
+                if run not in by_run:
+                    self._replicated(run)
+        fired, self._unreported = self._unreported, []
+        return fired
 
     def events_after(
         self, run: str, seq: int = 0, limit: int = 1000
@@ -326,26 +477,49 @@ class RedisStore(TrialAsBatch):
         text = resources.files("adapters.redis").joinpath("lua", name).read_text()
         script = self._client.register_script(text)
         # Loading at connect fails fast on a bad script or an unreachable
-        # server; later NOSCRIPT replies (after a restart) reload it.
+        # server; later NOSCRIPT replies (after a restart) reload it. On a
+        # cluster it loads on every master, but calls send the text anyway.
         self._client.script_load(text)
         return script
 
-    def _apply_trials(
-        self, pipe: Pipeline, run: str, arguments: list[str | int]
+    def _run_script(
+        self,
+        script: Script,
+        pipe: Pipeline | ClusterPipeline,
+        run_keys: list[str],
+        arguments: Sequence[EncodableT],
     ) -> None:
-        self._apply_trials_script(
-            keys=[
+        if isinstance(pipe, ClusterPipeline):
+            # EVAL, not EVALSHA: inside MULTI a NOSCRIPT (a promoted replica
+            # has an empty script cache) would fail one call of the batch.
+            # (ClusterPipeline blocks its eval method, not the command; its
+            # execute_command has no annotations.)
+            pipe.execute_command(  # type: ignore[no-untyped-call]
+                "EVAL", script.script, len(run_keys), *run_keys, *arguments
+            )
+        else:
+            script(keys=run_keys, args=arguments, client=pipe)
+
+    def _apply_trials(
+        self, pipe: Pipeline | ClusterPipeline, run: str, arguments: list[str | int]
+    ) -> None:
+        self._run_script(
+            self._apply_trials_script,
+            pipe,
+            [
                 keys.trials(self._prefix, run),
                 keys.counts(self._prefix, run),
                 keys.totals(self._prefix, run),
                 keys.costs(self._prefix, run),
             ],
-            args=arguments,
-            client=pipe,
+            arguments,
         )
 
     def _fire_events(
-        self, pipe: Pipeline, run: str, events: Sequence[PendingEvent]
+        self,
+        pipe: Pipeline | ClusterPipeline,
+        run: str,
+        events: Sequence[PendingEvent],
     ) -> None:
         arguments: list[str] = []
         for event in events:
@@ -356,17 +530,32 @@ class RedisStore(TrialAsBatch):
                 json.dumps(event.payload),
                 repr(float(event.ts)),
             ]
-        self._fire_events_script(
-            keys=[
+        self._run_script(
+            self._fire_events_script,
+            pipe,
+            [
                 keys.fired(self._prefix, run),
                 keys.event_seq(self._prefix, run),
                 keys.events(self._prefix, run),
             ],
-            args=arguments,
-            client=pipe,
+            arguments,
         )
 
-    def _add_dead_letter(self, pipe: Pipeline, letter: DeadLetter) -> None:
+    def _read_run(self, pipe: Pipeline | ClusterPipeline, run: str) -> None:
+        """Queue the five reads ``load`` needs of one run."""
+        pipe.hgetall(keys.config(self._prefix, run))
+        pipe.hgetall(keys.counts(self._prefix, run))
+        pipe.hgetall(keys.costs(self._prefix, run))
+        pipe.hgetall(keys.totals(self._prefix, run))
+        pipe.hkeys(keys.fired(self._prefix, run))
+
+    def _add_dead_letter(
+        self,
+        pipe: Pipeline | ClusterPipeline,
+        letter: DeadLetter,
+        count_run: bool = True,
+    ) -> None:
+        """Queue the letter's XADD and, with ``count_run``, its run's count."""
         fields: dict[FieldT, EncodableT] = {
             "source": letter.source,
             "reason": letter.reason,
@@ -377,8 +566,9 @@ class RedisStore(TrialAsBatch):
             fields["position"] = letter.position
         if letter.run is not None:
             fields["run"] = letter.run
-            pipe.hincrby(keys.totals(self._prefix, letter.run), "rejected", 1)
-            pipe.sadd(self._runs, letter.run)
+            if count_run:
+                pipe.hincrby(keys.totals(self._prefix, letter.run), "rejected", 1)
+                pipe.sadd(self._runs, letter.run)
         pipe.xadd(
             keys.dead_letters(self._prefix),
             fields,
@@ -396,7 +586,7 @@ def _translated(action: str) -> Iterator[None]:
     """The one place redis-py's exceptions become StoreError."""
     try:
         yield
-    except RedisError as exc:
+    except (RedisError, RedisClusterException) as exc:
         raise StoreError(f"redis store cannot {action}: {exc}") from exc
 
 
@@ -495,6 +685,24 @@ def _model_counts(
             seconds=float(spent.get((model, "seconds"), 0.0)),
         )
     return result
+
+
+def _stored_events(
+    events: Sequence[PendingEvent], seqs: Sequence[int | str]
+) -> list[StoredEvent]:
+    """The events ``fire_events.lua`` numbered (a 0 means it fired before)."""
+    return [
+        StoredEvent(
+            seq=int(seq),
+            run=event.run,
+            kind=event.kind,
+            subject=event.subject,
+            payload=event.payload,
+            ts=event.ts,
+        )
+        for event, seq in zip(events, seqs, strict=True)
+        if int(seq)
+    ]
 
 
 def _run_totals(values: ReplyMap) -> RunTotals:

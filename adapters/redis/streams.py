@@ -12,6 +12,11 @@ acknowledged, so it cannot block the group.
 Streams are found by ``SCAN`` for the key pattern every
 ``discover_interval_s``, so runs need no declaration here. Library errors
 stop at this module: a lost connection is a logged reconnect with backoff.
+
+On Redis Cluster (``cluster = true``) each run's stream lives in its run's
+slot, so one ``XREADGROUP`` cannot name them all: each stream is read on
+its own without blocking, and the source sleeps ``block_ms`` when none had
+anything. ``SCAN`` runs on every master.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ import time
 from collections.abc import Sequence
 
 import redis.asyncio as redis_async
-from redis.exceptions import RedisError, ResponseError
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import RedisClusterException, RedisError, ResponseError
 
 from adapters.redis import keys
 from monitor.config import RedisStreamSettings
@@ -35,6 +41,7 @@ log = logging.getLogger(__name__)
 _DEAD_LETTER_MAXLEN = 100_000
 
 Entry = tuple[bytes, dict[bytes, bytes]]
+Client = redis_async.Redis | RedisCluster
 
 
 class RedisStreamSource:
@@ -53,7 +60,11 @@ class RedisStreamSource:
     async def run(self, sink: IngestSink) -> None:
         backoff = Backoff()
         while True:
-            client: redis_async.Redis = redis_async.from_url(self._settings.url)
+            client: Client = (
+                RedisCluster.from_url(self._settings.url)
+                if self._settings.cluster
+                else redis_async.from_url(self._settings.url)
+            )
             try:
                 async with client:
                     backoff.reset()
@@ -61,10 +72,10 @@ class RedisStreamSource:
                     self._last_discovery = -float("inf")
                     while True:
                         await self._step(client, sink)
-            except RedisError as exc:
+            except (RedisError, RedisClusterException) as exc:
                 await backoff.wait("Redis stream source", exc)
 
-    async def _step(self, client: redis_async.Redis, sink: IngestSink) -> None:
+    async def _step(self, client: Client, sink: IngestSink) -> None:
         now = time.monotonic()
         if now - self._last_discovery >= self._settings.discover_interval_s:
             await self._discover(client, sink)
@@ -76,10 +87,21 @@ class RedisStreamSource:
             for stream in self._streams:
                 await self._claim_abandoned(client, sink, stream)
             self._last_claim = now
-        await self._read(client, sink, {stream: ">" for stream in self._streams})
+        if not self._settings.cluster:
+            await self._read(client, sink, {stream: ">" for stream in self._streams})
+            return
+        processed = 0
+        for stream in self._streams:
+            processed += await self._read(client, sink, {stream: ">"}, block=False)
+        if not processed:
+            await asyncio.sleep(self._settings.block_ms / 1000)
 
     async def _read(
-        self, client: redis_async.Redis, sink: IngestSink, streams: dict[str, str]
+        self,
+        client: Client,
+        sink: IngestSink,
+        streams: dict[str, str],
+        block: bool = True,
     ) -> int:
         """Read one batch per stream at the given ids; returns entries processed."""
         wanted: dict[bytes | str | memoryview, int | bytes | str | memoryview] = {}
@@ -89,7 +111,9 @@ class RedisStreamSource:
             self._settings.consumer,
             wanted,
             count=self._settings.batch_size,
-            block=self._settings.block_ms if ">" in streams.values() else None,
+            block=(
+                self._settings.block_ms if block and ">" in streams.values() else None
+            ),
         )
         processed = 0
         for stream_name, entries in _stream_entries(answer):
@@ -98,7 +122,7 @@ class RedisStreamSource:
             processed += len(entries)
         return processed
 
-    async def _discover(self, client: redis_async.Redis, sink: IngestSink) -> None:
+    async def _discover(self, client: Client, sink: IngestSink) -> None:
         pattern = keys.trial_stream_pattern(self._settings.prefix)
         found = set(self._streams)
         async for key in client.scan_iter(match=pattern, _type="stream", count=1000):
@@ -112,7 +136,7 @@ class RedisStreamSource:
                     pass
         self._streams = sorted(found)
 
-    async def _join_group(self, client: redis_async.Redis, stream: str) -> None:
+    async def _join_group(self, client: Client, stream: str) -> None:
         try:
             await client.xgroup_create(
                 stream, self._settings.group, id="0", mkstream=True
@@ -122,7 +146,7 @@ class RedisStreamSource:
                 raise
 
     async def _claim_abandoned(
-        self, client: redis_async.Redis, sink: IngestSink, stream: str
+        self, client: Client, sink: IngestSink, stream: str
     ) -> None:
         start = "0-0"
         while True:
@@ -142,7 +166,7 @@ class RedisStreamSource:
 
     async def _process(
         self,
-        client: redis_async.Redis,
+        client: Client,
         sink: IngestSink,
         stream: str,
         entries: Sequence[Entry],
@@ -171,7 +195,7 @@ class RedisStreamSource:
         )
 
     async def _drop_poison(
-        self, client: redis_async.Redis, stream: str, entries: Sequence[Entry]
+        self, client: Client, stream: str, entries: Sequence[Entry]
     ) -> list[Entry]:
         """Dead-letter entries delivered too often; return the rest."""
         details = await client.xpending_range(

@@ -102,7 +102,10 @@ def _store(settings: StoreSettings) -> Store:
         return MemoryStore(settings.dead_letters_max, settings.dead_letters_max_age_s)
     if settings.kind == "redis":
         return RedisStore(
-            settings.url, settings.prefix, dead_letter_limit=settings.dead_letters_max
+            settings.url,
+            settings.prefix,
+            cluster=settings.cluster,
+            dead_letter_limit=settings.dead_letters_max,
         )
     return SqliteStore(
         settings.path,
