@@ -30,12 +30,12 @@ from typing import TypeVar
 from monitor.engine import DEFAULT_LEASE_S, Monitor
 from monitor.ingesting import with_implied_run
 from monitor.interfaces import Payload, Publisher, TrialSource
-from monitor.parsing import Parsed, parse_payload
 from monitor.rejections import RecentRejection, RecentRejections
 from monitor.schema import NextItem, Rejection, RunConfig, Status
 from monitor.snapshot import Snapshot
 from monitor.store import IngestReport, StoredEvent
 from monitor.subscriptions import Subscription
+from monitor.wire import TrialColumns, Wire, parse_wire
 from monitor.worker import EngineWorker
 
 log = logging.getLogger(__name__)
@@ -196,19 +196,19 @@ class Service:
             report = await self.call(functools.partial(self._ingest, payloads, cursor))
         else:
             parsed, sources, positions = await asyncio.to_thread(_parse_all, payloads)
-            step = len(parsed) if cursor is not None else INGEST_PIECE
+            pieces = [(0, len(parsed))] if cursor is not None else _pieces(parsed)
             reports = [
                 await self.call(
                     functools.partial(
                         self._monitor.ingest_parsed,
-                        parsed[start : start + step],
-                        source=sources[start : start + step],
-                        positions=positions[start : start + step],
+                        parsed[start:stop],
+                        source=sources[start:stop],
+                        positions=positions[start:stop],
                         cursor=cursor,
                     ),
                     heavy=True,
                 )
-                for start in range(0, max(len(parsed), 1), max(step, 1))
+                for start, stop in pieces
             ]
             report = _merged(reports)
         elapsed = self._clock() - started
@@ -410,13 +410,13 @@ class Service:
 
 def _parse_all(
     payloads: list[Payload],
-) -> tuple[list[Parsed], list[str], list[int | None]]:
+) -> tuple[list[Wire], list[str], list[int | None]]:
     """Every payload's items, with the source and position of each."""
-    parsed: list[Parsed] = []
+    parsed: list[Wire] = []
     sources: list[str] = []
     positions: list[int | None] = []
     for payload in payloads:
-        items: list[Parsed]
+        items: list[Wire]
         if payload.oversize:
             items = [
                 Rejection(
@@ -429,7 +429,7 @@ def _parse_all(
                 )
             ]
         else:
-            items = parse_payload(
+            items = parse_wire(
                 payload.data, payload.source, payload.position, run=payload.run
             )
         parsed.extend(items)
@@ -439,6 +439,24 @@ def _parse_all(
         else:
             positions.extend([payload.position] * len(items))
     return parsed, sources, positions
+
+
+def _pieces(parsed: list[Wire]) -> list[tuple[int, int]]:
+    """(start, stop) of pieces of about ``INGEST_PIECE`` trials each.
+
+    A payload's columns stay whole (at most ``MAX_BATCH_ITEMS`` trials,
+    counted with vectorised steps).
+    """
+    pieces = []
+    start = weight = 0
+    for index, item in enumerate(parsed):
+        weight += len(item) if type(item) is TrialColumns else 1
+        if weight >= INGEST_PIECE:
+            pieces.append((start, index + 1))
+            start, weight = index + 1, 0
+    if start < len(parsed) or not pieces:
+        pieces.append((start, len(parsed)))
+    return pieces
 
 
 def _merged(reports: list[IngestReport]) -> IngestReport:
