@@ -15,7 +15,7 @@ way (:meth:`TrialColumns.expand`) to word the refusal.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Final
@@ -41,13 +41,8 @@ class _Cost(Struct, forbid_unknown_fields=True, gc=False):
     seconds: int | float | None = None
 
 
-class _Event(Struct, forbid_unknown_fields=True, gc=False):
-    """A plain trial event as JSON gives it; any other field declines it.
-
-    Types are those :func:`~monitor.parsing.plain_trial` accepts (``null``
-    where it treats null as absent); msgspec refuses a bool for an int and a
-    number for a string, as ``plain_trial`` does.
-    """
+class _Bare(Struct, forbid_unknown_fields=True, gc=False):
+    """A trial event with its ids and outcome only: most arrays hold these."""
 
     model: str
     question: str | int
@@ -55,6 +50,16 @@ class _Event(Struct, forbid_unknown_fields=True, gc=False):
     run: str | UnsetType = UNSET
     category: int | None = None
     correct: bool | None = None
+
+
+class _Event(_Bare, forbid_unknown_fields=True, gc=False):
+    """A plain trial event as JSON gives it; any other field declines it.
+
+    Types are those :func:`~monitor.parsing.plain_trial` accepts (``null``
+    where it treats null as absent); msgspec refuses a bool for an int and a
+    number for a string, as ``plain_trial`` does.
+    """
+
     prior: bool = False
     cost: _Cost | None = None
     ts: int | float | str | None = None
@@ -62,6 +67,9 @@ class _Event(Struct, forbid_unknown_fields=True, gc=False):
 
 
 _DECODER: Final = msgspec.json.Decoder(_Event | list[_Event])
+# Tried first on arrays: fewer fields to decode and no optional columns to
+# read when it fits (a field it lacks makes it fail, at that field).
+_BARE_DECODER: Final = msgspec.json.Decoder(list[_Bare])
 
 _RUN = attrgetter("run")
 _MODEL = attrgetter("model")
@@ -160,6 +168,16 @@ def _fast(
         return None
     if len(payload) > max_bytes:
         return None
+    if payload[:1] == b"[":
+        try:
+            bare = _BARE_DECODER.decode(payload)
+        except msgspec.DecodeError:
+            pass
+        else:
+            if 2 <= len(bare) <= max_items:
+                return _columns(
+                    bare, payload, source, position, channel, max_bytes, max_items
+                )
     try:
         decoded = _DECODER.decode(payload)
     except msgspec.DecodeError:  # includes msgspec.ValidationError
@@ -168,15 +186,15 @@ def _fast(
         if not 1 <= len(decoded) <= max_items:
             return None
         if len(decoded) == 1:
-            return single_trial(decoded[0], channel)
+            return _single_trial(decoded[0], channel)
         return _columns(
             decoded, payload, source, position, channel, max_bytes, max_items
         )
     assert type(decoded) is _Event
-    return single_trial(decoded, channel)
+    return _single_trial(decoded, channel)
 
 
-def single_trial(event: _Event, channel: str | None) -> Trial | None:
+def _single_trial(event: _Event, channel: str | None) -> Trial | None:
     """The :class:`Trial` ``plain_trial`` gives for this event, or None."""
     named = event.run
     if channel is not None:
@@ -227,27 +245,46 @@ def single_trial(event: _Event, channel: str | None) -> Trial | None:
             seconds,
             ts,
             category is None,
-            _raw(event, run),
+            _Raw(event, run),
         )
     )
 
 
-def _raw(event: _Event, run: str) -> dict[str, object]:
-    """The event as the mapping the engine validates to word a refusal."""
-    raw = {
-        field: value
-        for field in event.__struct_fields__
-        if (value := getattr(event, field)) is not None and value is not UNSET
-    }
-    raw["run"] = run
-    cost = event.cost
-    if cost is not None:
-        raw["cost"] = {
-            field: value
-            for field in cost.__struct_fields__
-            if (value := getattr(cost, field)) is not None
-        }
-    return raw
+class _Raw(Mapping[str, object]):
+    """The event as the mapping the engine validates to word a refusal.
+
+    Built only when asked for: most trials are counted, not refused.
+    """
+
+    __slots__ = ("_event", "_run", "_values")
+
+    def __init__(self, event: _Event, run: str) -> None:
+        self._event = event
+        self._run = run
+        self._values: dict[str, object] | None = None
+
+    def _mapping(self) -> dict[str, object]:
+        if self._values is None:
+            event = self._event
+            values = {
+                field: value
+                for field in event.__struct_fields__
+                if (value := getattr(event, field)) is not None and value is not UNSET
+            }
+            values["run"] = self._run
+            if event.cost is not None:
+                values["cost"] = msgspec.structs.asdict(event.cost)
+            self._values = values
+        return self._values
+
+    def __getitem__(self, key: str) -> object:
+        return self._mapping()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._mapping())
+
+    def __len__(self) -> int:
+        return len(self._mapping())
 
 
 def _cost(cost: _Cost) -> tuple[int | None, float | None] | None:
@@ -263,7 +300,7 @@ def _cost(cost: _Cost) -> tuple[int | None, float | None] | None:
 
 
 def _columns(
-    events: list[_Event],
+    events: list[_Event] | list[_Bare],
     payload: bytes,
     source: str,
     position: int | None,
@@ -311,37 +348,21 @@ def _columns(
         if outcomes is None:
             return None
         category, from_correct = outcomes
-    costs = list(map(_COST, events))
+    prior: list[bool] = [False] * size
     tokens: list[int | None] = [None] * size
     seconds: list[float | None] = [None] * size
-    if costs.count(None) != size:
-        for index, cost in enumerate(costs):
-            if cost is not None:
-                spent = _cost(cost)
-                if spent is None:
-                    return None
-                tokens[index], seconds[index] = spent
-    stamps = list(map(_TS, events))
-    ts: list[float | None]
-    if stamps.count(None) == size:
-        ts = [None] * size
-    else:
-        ts = []
-        for stamp in stamps:
-            if stamp is None or type(stamp) is str:
-                ts.append(None)
-                continue
-            value = finite_float(stamp)
-            if value is None:
-                return None
-            ts.append(value)
+    ts: list[float | None] = [None] * size
+    if type(events[0]) is _Event:
+        prior = list(map(_PRIOR, events))
+        if not _optional_columns(events, tokens, seconds, ts):  # type: ignore[arg-type]
+            return None
     return TrialColumns(
         run=run,
         model=model,
         question=question,
         trial=trial,
         category=category,
-        prior=list(map(_PRIOR, events)),
+        prior=prior,
         tokens=tokens,
         seconds=seconds,
         ts=ts,
@@ -355,6 +376,33 @@ def _columns(
         max_bytes=max_bytes,
         max_items=max_items,
     )
+
+
+def _optional_columns(
+    events: list[_Event],
+    tokens: list[int | None],
+    seconds: list[float | None],
+    ts: list[float | None],
+) -> bool:
+    """Fill the cost and time columns; False when ``plain_trial`` refuses one."""
+    size = len(events)
+    costs = list(map(_COST, events))
+    if costs.count(None) != size:
+        for index, cost in enumerate(costs):
+            if cost is not None:
+                spent = _cost(cost)
+                if spent is None:
+                    return False
+                tokens[index], seconds[index] = spent
+    stamps = list(map(_TS, events))
+    if stamps.count(None) != size:
+        for index, stamp in enumerate(stamps):
+            if stamp is not None and type(stamp) is not str:
+                value = finite_float(stamp)
+                if value is None:
+                    return False
+                ts[index] = value
+    return True
 
 
 def _id_column(values: list[str | int]) -> tuple[list[str] | None, Sequence[str]]:

@@ -1,0 +1,121 @@
+"""The wire path: JSON bytes to counts, against a naive scorio recompute.
+
+Run: `.venv/bin/python benchmarks/wire.py`
+
+The stream of `benchmarks/ingest.py` (1,000,000 trials of 20 models on 1,000
+questions; a fifth of it for one event per call), each mode on a fresh
+monitor, timed after its first tenth (which creates the count tables and the
+stopping rule: a one-off, printed as ``*_setup_s``).
+
+- one event per call: `Monitor().ingest(event)` and `ingest([event])` (a
+  dict), `ingest_payload(bytes)` of one event and of an array of one.
+- arrays from JSON bytes: `ingest_payload(bytes)` of arrays of 1,000 and of
+  10,000 events (the bytes made beforehand), in memory and into SQLite (WAL,
+  synchronous=FULL: on disk before the call returns).
+
+Baseline, measured in the same run: per arriving trial, `scorio.eval.bayes`
+on that model's results matrix (30 questions x 80 trials), as
+`benchmarks/streaming_update.py` does; every rate is also given as a ratio
+to it (``*_x_scorio``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import scorio.eval
+
+from benchmarks.ingest import Rates, configured, events, timed
+
+
+def scorio_recompute_per_s(trials: int = 4000, seed: int = 0) -> float:
+    """Trials per second when each one recomputes scorio.eval.bayes."""
+    rng = np.random.default_rng(seed)
+    results = (rng.random((20, 30, 80)) < rng.random((20, 1, 1))).astype(np.int64)
+    models = rng.integers(0, 20, size=trials).tolist()
+    start = time.perf_counter()
+    for model in models:
+        scorio.eval.bayes(results[model])
+    return trials / (time.perf_counter() - start)
+
+
+def one_per_call(
+    stream: list[dict[str, object]], ingest: Callable[..., object], wrap: str
+) -> Rates:
+    """One event per call; ``wrap``: the dict, [dict], bytes or [bytes]."""
+    items: list[object]
+    if wrap == "dict":
+        items = list(stream)
+    elif wrap == "list":
+        items = [[event] for event in stream]
+    elif wrap == "bytes":
+        items = [json.dumps(event).encode() for event in stream]
+    else:
+        items = [json.dumps([event]).encode() for event in stream]
+
+    def ingest_all(part: slice) -> None:
+        for item in items[part]:
+            ingest(item)
+
+    return timed(ingest_all, len(stream), len(stream) // 10)
+
+
+def arrays(
+    stream: list[dict[str, object]], size: int, state: Path | None, warm: int
+) -> Rates:
+    """``ingest_payload`` of JSON arrays of ``size`` events."""
+    bodies = [
+        json.dumps(stream[offset : offset + size]).encode()
+        for offset in range(0, len(stream), size)
+    ]
+    with configured(state) as monitor:
+
+        def ingest_all(part: slice) -> None:
+            for body in bodies[part.start // size : part.stop // size]:
+                monitor.ingest_payload(body, source="bench")
+
+        rates = timed(ingest_all, len(stream), warm)
+        assert monitor.status("bench").trials == len(stream)
+        return rates
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=1_000_000)
+    arguments = parser.parse_args()
+    stream = events(arguments.trials, models=20, questions=1000, seed=0)
+    warm = arguments.trials // 10
+    single = stream[: arguments.trials // 5]
+    baseline = scorio_recompute_per_s()
+    report: dict[str, object] = {
+        "cores": os.cpu_count(),
+        "trials": arguments.trials,
+        "scorio_recompute_per_s": round(baseline),
+    }
+    measured: dict[str, Rates] = {}
+    for wrap in ("dict", "list", "bytes", "list_bytes"):
+        monitor = configured()
+        ingest = monitor.ingest if wrap in ("dict", "list") else monitor.ingest_payload
+        measured[f"one_per_call_{wrap}"] = one_per_call(single, ingest, wrap)
+    with tempfile.TemporaryDirectory() as folder:
+        for size in (1000, 10_000):
+            measured[f"arrays_of_{size}_memory"] = arrays(stream, size, None, warm)
+            measured[f"arrays_of_{size}_sqlite"] = arrays(
+                stream, size, Path(folder) / f"wire-{size}.db", warm
+            )
+    for name, rates in measured.items():
+        report[f"{name}_per_s"] = round(rates.per_second)
+        report[f"{name}_x_scorio"] = round(rates.per_second / baseline, 1)
+        report[f"{name}_setup_s"] = round(rates.setup_s, 3)
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
