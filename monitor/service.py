@@ -195,7 +195,9 @@ class Service:
         if sum(len(payload.data) for payload in payloads) <= _PARSE_INLINE_BYTES:
             report = await self.call(functools.partial(self._ingest, payloads, cursor))
         else:
-            parsed, sources, positions = await asyncio.to_thread(_parse_all, payloads)
+            parsed, sources, positions = await asyncio.to_thread(
+                _parse_all, payloads, cursor is None
+            )
             pieces = [(0, len(parsed))] if cursor is not None else _pieces(parsed)
             reports = [
                 await self.call(
@@ -409,9 +411,12 @@ class Service:
 
 
 def _parse_all(
-    payloads: list[Payload],
+    payloads: list[Payload], split: bool = False
 ) -> tuple[list[Wire], list[str], list[int | None]]:
-    """Every payload's items, with the source and position of each."""
+    """Every payload's items, with the source and position of each.
+
+    With ``split``, a payload's columns come in pieces of ``INGEST_PIECE``.
+    """
     parsed: list[Wire] = []
     sources: list[str] = []
     positions: list[int | None] = []
@@ -432,6 +437,8 @@ def _parse_all(
             items = parse_wire(
                 payload.data, payload.source, payload.position, run=payload.run
             )
+            if split and type(items[0]) is TrialColumns:
+                items = list(items[0].pieces(INGEST_PIECE))
         parsed.extend(items)
         sources.extend([payload.source] * len(items))
         if payload.position is None:
@@ -442,18 +449,15 @@ def _parse_all(
 
 
 def _pieces(parsed: list[Wire]) -> list[tuple[int, int]]:
-    """(start, stop) of pieces of about ``INGEST_PIECE`` trials each.
-
-    A payload's columns stay whole (at most ``MAX_BATCH_ITEMS`` trials,
-    counted with vectorised steps).
-    """
+    """(start, stop) of pieces of at most ``INGEST_PIECE`` trials each."""
     pieces = []
     start = weight = 0
     for index, item in enumerate(parsed):
-        weight += len(item) if type(item) is TrialColumns else 1
-        if weight >= INGEST_PIECE:
-            pieces.append((start, index + 1))
-            start, weight = index + 1, 0
+        size = len(item) if type(item) is TrialColumns else 1
+        if weight + size > INGEST_PIECE and index > start:
+            pieces.append((start, index))
+            start, weight = index, 0
+        weight += size
     if start < len(parsed) or not pieces:
         pieces.append((start, len(parsed)))
     return pieces

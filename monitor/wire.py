@@ -16,7 +16,7 @@ way (:meth:`TrialColumns.expand`) to word the refusal.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import Final
 
@@ -112,13 +112,15 @@ class TrialColumns:
     channel: str | None
     max_bytes: int
     max_items: int
+    # Index of the first trial in the payload (a piece of a large one).
+    offset: int = 0
 
     def __len__(self) -> int:
         return len(self.category)
 
     def expand(self) -> list[Parsed]:
         """The payload parsed the slow way: the same trials, one by one."""
-        return parse_payload(
+        items = parse_payload(
             self.payload,
             self.source,
             self.position,
@@ -126,10 +128,37 @@ class TrialColumns:
             self.channel,
             self.max_items,
         )
+        return items[self.offset : self.offset + len(self)]
 
     def position_of(self, index: int) -> int | None:
         """Where the trial at ``index`` is located (as parse_payload says)."""
-        return index if self.position is None else self.position
+        return self.offset + index if self.position is None else self.position
+
+    def pieces(self, size: int) -> list[TrialColumns]:
+        """The trials in pieces of at most ``size``, in order."""
+        if len(self) <= size:
+            return [self]
+        return [
+            self._piece(start, min(start + size, len(self)))
+            for start in range(0, len(self), size)
+        ]
+
+    def _piece(self, start: int, stop: int) -> TrialColumns:
+        model, question = self.model[start:stop], self.question[start:stop]
+        return replace(
+            self,
+            model=model,
+            question=question,
+            trial=self.trial[start:stop],
+            category=self.category[start:stop],
+            prior=self.prior[start:stop],
+            tokens=self.tokens[start:stop],
+            seconds=self.seconds[start:stop],
+            ts=self.ts[start:stop],
+            models=list(dict.fromkeys(model)),
+            questions=list(dict.fromkeys(question)),
+            offset=self.offset + start,
+        )
 
 
 Wire = Parsed | TrialColumns

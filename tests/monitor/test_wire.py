@@ -318,3 +318,23 @@ def test_arrays_in_one_call_share_the_run_question_count() -> None:
     [refused] = report.rejected
     assert (refused.kind, refused.position) == ("undeclared", 1)
     assert "would be distinct question 4 of question_count=3" in refused.reason
+
+
+def test_pieces_of_a_payload_refuse_rows_where_the_whole_would() -> None:
+    batch = [
+        {"run": "r", "model": "a", "question": i, "trial": 0, "correct": True}
+        for i in range(25)
+    ]
+    batch[23]["model"] = "x"
+    payload = json.dumps(batch).encode()
+    [whole] = parse_wire(payload, "http")
+    assert isinstance(whole, TrialColumns)
+    pieces = whole.pieces(10)
+    assert [len(piece) for piece in pieces] == [10, 10, 5]
+    assert [item for piece in pieces for item in piece.expand()] == whole.expand()
+    monitor = Monitor()
+    monitor.configure({"run": "r", "models": ["a"]})
+    reports = [monitor.ingest_parsed([piece], source="http") for piece in pieces]
+    assert sum(report.accepted for report in reports) == 24
+    [refused] = reports[2].rejected
+    assert (refused.kind, refused.position) == ("undeclared", 23)
