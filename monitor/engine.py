@@ -15,7 +15,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
 
@@ -41,7 +41,6 @@ from monitor.parsing import (
     Trial,
     describe_validation_error,
     parse_object,
-    parse_payload,
     plain_trial,
 )
 from monitor.reservations import Key, Reservations
@@ -67,6 +66,7 @@ from monitor.store import (
     StoredEvent,
     TrialBatch,
 )
+from monitor.wire import TrialColumns, Wire, parse_wire
 
 EventInput = Mapping[str, object] | TrialEvent
 # Without declared runs any run name creates state; past this many such runs
@@ -218,6 +218,9 @@ class Monitor:
         self, events: EventInput | Iterable[EventInput], *, source: str = "python"
     ) -> IngestReport:
         """Count trial events (one mapping or an iterable of them)."""
+        if type(events) is list and len(events) == 1 and type(events[0]) is dict:
+            # A list of one is one event, located at index 0 either way.
+            events = events[0]
         if type(events) is dict:
             # The common case first, without the wrapper's checks.
             trial = plain_trial(events)
@@ -234,13 +237,15 @@ class Monitor:
         )
         return self.ingest_parsed(parsed, source=source, positions=itertools.count())
 
-    def _ingest_one(self, item: Parsed, source: str) -> IngestReport:
+    def _ingest_one(
+        self, item: Parsed, source: str, position: int | None = 0
+    ) -> IngestReport:
         """One trial, the common case of a harness reporting as it goes.
 
         The same steps as :meth:`ingest_parsed` without its batch bookkeeping.
         """
         if type(item) is not Trial:
-            return self.ingest_parsed([item], source=source, positions=(0,))
+            return self.ingest_parsed([item], source=source, positions=(position,))
         (
             run,
             model,
@@ -259,7 +264,7 @@ class Monitor:
             state is None
             or state.refusal(model, question, category, from_correct, set()) is not None
         ):
-            return self.ingest_parsed([item], source=source, positions=(0,))
+            return self.ingest_parsed([item], source=source, positions=(position,))
         before = self._store.apply_trial(
             run, model, question, trial, category, prior, tokens, seconds, ts
         )
@@ -295,7 +300,10 @@ class Monitor:
         cursor: tuple[str, str] | None = None,
     ) -> IngestReport:
         """Count one raw JSON payload: an event object or an array (a batch)."""
-        parsed = parse_payload(payload, source, position)
+        parsed = parse_wire(payload, source, position)
+        if len(parsed) == 1 and type(parsed[0]) is Trial and cursor is None:
+            where = 0 if position is None else position
+            return self._ingest_one(parsed[0], source, where)
         return self.ingest_parsed(
             parsed,
             source=source,
@@ -307,7 +315,7 @@ class Monitor:
 
     def ingest_parsed(
         self,
-        items: Iterable[Parsed],
+        items: Iterable[Wire],
         *,
         source: str | Iterable[str] = "",
         positions: Iterable[int | None] | None = None,
@@ -317,7 +325,9 @@ class Monitor:
 
         ``source`` (one for all, or one per item) and ``positions`` (e.g. line
         numbers, one per item) locate rejections for the user; ``items`` may
-        be consumed lazily. ``cursor``
+        be consumed lazily. A :class:`TrialColumns` item (a payload's plain
+        trials) is counted whole when the run takes all of them, else trial
+        by trial, located as its payload says. ``cursor``
         (name, position) is committed atomically with the trials, so a source
         resuming from it neither skips nor repeats.
         """
@@ -335,8 +345,26 @@ class Monitor:
         state: RunState | None = None
         batch: TrialBatch | None = None
         seen: set[str] = set()
+
+        def take(columns: TrialColumns) -> bool:
+            """Count a payload's trials whole, if the run takes every one."""
+            name = columns.run
+            state = self._runs.get(name) or self._run_for_event(name)
+            if state is None or not state.takes(
+                columns.models,
+                columns.questions,
+                max(columns.category),
+                columns.from_correct,
+                new_questions.setdefault(name, set()),
+            ):
+                return False
+            _batch_of(batches, name).extend(columns)
+            return True
+
         # Not strict: positions and sources may be endless (repeat, count).
-        for item, position, origin in zip(items, where, origins, strict=False):
+        for item, position, origin in _units(
+            zip(items, where, origins, strict=False), take
+        ):
             if type(item) is Trial:
                 if item.run != run:
                     run = item.run
@@ -902,6 +930,23 @@ def _validated_config(values: Mapping[str, object]) -> RunConfig:
         raise ConfigError(
             f"invalid run config: {describe_validation_error(exc)}"
         ) from exc
+
+
+def _units(
+    items: Iterable[tuple[Wire, int | None, str]],
+    take: Callable[[TrialColumns], bool],
+) -> Iterator[tuple[Parsed, int | None, str]]:
+    """The items one trial at a time, but for columns ``take`` counted whole.
+
+    Columns the run does not take whole are parsed again the slow way, so
+    each refused trial is worded (and located) as it always was.
+    """
+    for item, position, origin in items:
+        if type(item) is not TrialColumns:
+            yield item, position, origin  # type: ignore[misc]
+        elif not take(item):
+            for index, parsed in enumerate(item.expand()):
+                yield parsed, item.position_of(index), item.source
 
 
 def _batch_of(batches: dict[str, TrialBatch], run: str) -> TrialBatch:

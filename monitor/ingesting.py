@@ -22,6 +22,7 @@ from monitor.parsing import Parsed, parse_object
 from monitor.schema import Rejection, RunConfig
 from monitor.scoring import ResultsMatrix
 from monitor.store import IngestReport
+from monitor.wire import Wire
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,14 +152,15 @@ def ingest_batches(
             else:
                 parsed.append(parse_object(item, batch.source))
                 positions.append(None)
-        parsed = with_implied_run(monitor, parsed)
-        report = monitor.ingest_parsed(parsed, source=batch.source, positions=positions)
+        report = monitor.ingest_parsed(
+            with_implied_run(monitor, parsed), source=batch.source, positions=positions
+        )
         totals.add(report, len(batch.items))
         on_report(report)
     return totals
 
 
-def with_implied_run(monitor: Monitor, parsed: list[Parsed]) -> list[Parsed]:
+def with_implied_run(monitor: Monitor, parsed: Sequence[Wire]) -> list[Wire]:
     """Rejections that name no run, counted against the batch's one run.
 
     A stream or file of one run (the usual case) has its unreadable inputs
@@ -172,7 +174,7 @@ def with_implied_run(monitor: Monitor, parsed: list[Parsed]) -> list[Parsed]:
     elif not named and len(monitor.runs) == 1:
         run = monitor.runs[0]
     else:
-        return parsed
+        return list(parsed)
     return [
         item.model_copy(update={"run": run})
         if isinstance(item, Rejection) and item.run is None

@@ -52,7 +52,7 @@ class Trial(NamedTuple):
 Parsed = Trial | TrialEvent | Rejection
 
 # Twice as fast as Trial(...), which goes through a Python-level __new__.
-_new_trial: Callable[[tuple[object, ...]], Trial] = functools.partial(
+new_trial: Callable[[tuple[object, ...]], Trial] = functools.partial(
     tuple.__new__, Trial
 )
 
@@ -189,13 +189,13 @@ def plain_trial(value: dict[str, object], run: str | None = None) -> Trial | Non
     question_id = known(question) if type(question) in _LOOSE else None
     trial_id = known(trial) if type(trial) in _LOOSE else None
     if run_id is None:
-        run_id = _strict_id(named)
+        run_id = strict_id(named)
     if model_id is None:
-        model_id = _strict_id(model)
+        model_id = strict_id(model)
     if question_id is None:
-        question_id = _loose_id(question)
+        question_id = loose_id(question)
     if trial_id is None:
-        trial_id = _loose_id(trial)
+        trial_id = loose_id(trial)
     if run_id is None or model_id is None or question_id is None or trial_id is None:
         return None
     category = get("category")
@@ -215,7 +215,7 @@ def plain_trial(value: dict[str, object], run: str | None = None) -> Trial | Non
         return None
     ts = get("ts")
     if ts is not None and type(ts) is not str:
-        ts = _finite_float(ts)
+        ts = finite_float(ts)
         if ts is None:
             return None
     else:
@@ -229,10 +229,10 @@ def plain_trial(value: dict[str, object], run: str | None = None) -> Trial | Non
         if tokens is not None and (type(tokens) is not int or tokens < 0):
             return None
         if seconds is not None:
-            seconds = _finite_float(seconds)
+            seconds = finite_float(seconds)
             if seconds is None or seconds < 0.0:
                 return None
-    return _new_trial(
+    return new_trial(
         (
             run_id,
             model_id,
@@ -249,7 +249,7 @@ def plain_trial(value: dict[str, object], run: str | None = None) -> Trial | Non
     )
 
 
-def _strict_id(value: object) -> str | None:
+def strict_id(value: object) -> str | None:
     """A run or model id: a string only."""
     if type(value) is not str:
         return None
@@ -257,7 +257,7 @@ def _strict_id(value: object) -> str | None:
     return known if known is not None else _new_id(value, value)
 
 
-def _loose_id(value: object) -> str | None:
+def loose_id(value: object) -> str | None:
     """A question or trial id: a string, or an integer read as its digits."""
     kind = type(value)
     if kind is str or kind is int:
@@ -282,7 +282,7 @@ def _new_id(key: str | int, text: str) -> str | None:
     return text
 
 
-def _finite_float(value: object) -> float | None:
+def finite_float(value: object) -> float | None:
     """A float from a float or a modest integer (not a bool), if finite."""
     if type(value) is float:
         return value if math.isfinite(value) else None

@@ -10,6 +10,7 @@ is the same for all models.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -148,6 +149,40 @@ class RunState:
         ):
             return None
         return self._identity_problem(model, question, new_questions)
+
+    def takes(
+        self,
+        models: Sequence[str],
+        questions: Sequence[str],
+        top_category: int,
+        from_correct: bool,
+        new_questions: set[str],
+    ) -> bool:
+        """Whether :meth:`refusal` would take every trial of a batch.
+
+        Given the batch's distinct models and questions (questions in
+        first-seen order), its largest category and whether some outcome
+        came as ``correct``. On True, ``new_questions`` holds the batch's
+        new questions as the trial-by-trial checks would have left it; on
+        False it is unchanged, and the batch is checked trial by trial.
+        """
+        if from_correct and self._category_count != 2:
+            return False
+        if top_category >= self._category_count:
+            return False
+        allowed = self._allowed_models
+        if allowed is not None and not allowed.issuperset(models):
+            return False
+        known = self._question_set
+        unseen = [q for q in questions if q not in known and q not in new_questions]
+        if not unseen:
+            return True
+        added = set(new_questions)
+        for question in unseen:
+            if self._identity_problem(None, question, added) is not None:
+                return False
+        new_questions.update(added)
+        return True
 
     def column_problems(self, batch: TrialBatch) -> list[tuple[int, Refusal]]:
         """(index, refusal) for every trial of a columnar batch this run refuses.

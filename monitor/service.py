@@ -30,12 +30,12 @@ from typing import TypeVar
 from monitor.engine import DEFAULT_LEASE_S, Monitor
 from monitor.ingesting import with_implied_run
 from monitor.interfaces import Payload, Publisher, TrialSource
-from monitor.parsing import Parsed, parse_payload
 from monitor.rejections import RecentRejection, RecentRejections
 from monitor.schema import NextItem, Rejection, RunConfig, Status
 from monitor.snapshot import Snapshot
 from monitor.store import IngestReport, StoredEvent
 from monitor.subscriptions import Subscription
+from monitor.wire import TrialColumns, Wire, parse_wire
 from monitor.worker import EngineWorker
 
 log = logging.getLogger(__name__)
@@ -195,20 +195,22 @@ class Service:
         if sum(len(payload.data) for payload in payloads) <= _PARSE_INLINE_BYTES:
             report = await self.call(functools.partial(self._ingest, payloads, cursor))
         else:
-            parsed, sources, positions = await asyncio.to_thread(_parse_all, payloads)
-            step = len(parsed) if cursor is not None else INGEST_PIECE
+            parsed, sources, positions = await asyncio.to_thread(
+                _parse_all, payloads, cursor is None
+            )
+            pieces = [(0, len(parsed))] if cursor is not None else _pieces(parsed)
             reports = [
                 await self.call(
                     functools.partial(
                         self._monitor.ingest_parsed,
-                        parsed[start : start + step],
-                        source=sources[start : start + step],
-                        positions=positions[start : start + step],
+                        parsed[start:stop],
+                        source=sources[start:stop],
+                        positions=positions[start:stop],
                         cursor=cursor,
                     ),
                     heavy=True,
                 )
-                for start in range(0, max(len(parsed), 1), max(step, 1))
+                for start, stop in pieces
             ]
             report = _merged(reports)
         elapsed = self._clock() - started
@@ -409,14 +411,17 @@ class Service:
 
 
 def _parse_all(
-    payloads: list[Payload],
-) -> tuple[list[Parsed], list[str], list[int | None]]:
-    """Every payload's items, with the source and position of each."""
-    parsed: list[Parsed] = []
+    payloads: list[Payload], split: bool = False
+) -> tuple[list[Wire], list[str], list[int | None]]:
+    """Every payload's items, with the source and position of each.
+
+    With ``split``, a payload's columns come in pieces of ``INGEST_PIECE``.
+    """
+    parsed: list[Wire] = []
     sources: list[str] = []
     positions: list[int | None] = []
     for payload in payloads:
-        items: list[Parsed]
+        items: list[Wire]
         if payload.oversize:
             items = [
                 Rejection(
@@ -429,9 +434,11 @@ def _parse_all(
                 )
             ]
         else:
-            items = parse_payload(
+            items = parse_wire(
                 payload.data, payload.source, payload.position, run=payload.run
             )
+            if split and type(items[0]) is TrialColumns:
+                items = list(items[0].pieces(INGEST_PIECE))
         parsed.extend(items)
         sources.extend([payload.source] * len(items))
         if payload.position is None:
@@ -439,6 +446,21 @@ def _parse_all(
         else:
             positions.extend([payload.position] * len(items))
     return parsed, sources, positions
+
+
+def _pieces(parsed: list[Wire]) -> list[tuple[int, int]]:
+    """(start, stop) of pieces of at most ``INGEST_PIECE`` trials each."""
+    pieces = []
+    start = weight = 0
+    for index, item in enumerate(parsed):
+        size = len(item) if type(item) is TrialColumns else 1
+        if weight + size > INGEST_PIECE and index > start:
+            pieces.append((start, index))
+            start, weight = index, 0
+        weight += size
+    if start < len(parsed) or not pieces:
+        pieces.append((start, len(parsed)))
+    return pieces
 
 
 def _merged(reports: list[IngestReport]) -> IngestReport:

@@ -18,13 +18,16 @@ from __future__ import annotations
 import collections
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
 from monitor.ledger import NEW, Factors, Ledger
 from monitor.schema import Rejection, RunConfig
+
+if TYPE_CHECKING:
+    from monitor.wire import TrialColumns
 
 JsonValue = str | int | float | bool | None | list["JsonValue"] | dict[str, "JsonValue"]
 
@@ -98,6 +101,20 @@ class TrialBatch:
             seconds=[self.seconds[i] for i in keep],
             ts=[self.ts[i] for i in keep],
         )
+
+    def extend(self, columns: TrialColumns) -> None:
+        """Append a payload's trials, given as columns (the wire's fast path)."""
+        if self._factors or self._categories is not None:
+            self._factors.clear()
+            self._categories = None
+        self.model.extend(columns.model)
+        self.question.extend(columns.question)
+        self.trial.extend(columns.trial)
+        self.category.extend(columns.category)
+        self.prior.extend(columns.prior)
+        self.tokens.extend(columns.tokens)
+        self.seconds.extend(columns.seconds)
+        self.ts.extend(columns.ts)
 
     def append(
         self,

@@ -13,9 +13,10 @@ from collections.abc import Callable
 from monitor.engine import Monitor
 from monitor.ingesting import IngestTotals, with_implied_run
 from monitor.interfaces import LineSource
-from monitor.parsing import MAX_PAYLOAD_BYTES, Parsed, parse_payload
+from monitor.parsing import MAX_PAYLOAD_BYTES
 from monitor.schema import Rejection
 from monitor.store import IngestReport
+from monitor.wire import Wire, parse_wire
 
 
 def watch(
@@ -27,11 +28,11 @@ def watch(
     """Ingest every batch the source yields until it ends or is stopped."""
     totals = IngestTotals()
     for lines, cursor in source.batches():
-        parsed: list[Parsed] = []
+        parsed: list[Wire] = []
         positions: list[int | None] = []
         for line in lines:
             if line.too_long:
-                items: list[Parsed] = [
+                items: list[Wire] = [
                     Rejection(
                         reason=f"line of {line.too_long} bytes exceeds the limit of "
                         f"{max_line_bytes}",
@@ -41,9 +42,7 @@ def watch(
                     )
                 ]
             else:
-                items = parse_payload(
-                    line.data, source.name, line.number, max_line_bytes
-                )
+                items = parse_wire(line.data, source.name, line.number, max_line_bytes)
             parsed.extend(items)
             positions.extend([line.number] * len(items))
         parsed = with_implied_run(monitor, parsed)

@@ -22,9 +22,9 @@ import pytest
 from monitor import Monitor, RunConfig
 from monitor.config import HttpSettings
 from monitor.http import create_app
-from monitor.parsing import Parsed
 from monitor.service import Service
 from monitor.store import IngestReport
+from monitor.wire import TrialColumns, Wire
 from tests.helpers import serving
 from tests.monitor.test_cli_watch import poll_until
 from tests.services import free_port
@@ -193,9 +193,9 @@ class CallCounting(Monitor):
         super().__init__()
         self.calls: list[int] = []
 
-    def ingest_parsed(self, items: Iterable[Parsed], **options: Any) -> IngestReport:
+    def ingest_parsed(self, items: Iterable[Wire], **options: Any) -> IngestReport:
         listed = list(items)
-        self.calls.append(len(listed))
+        self.calls.append(sum(len(i) if type(i) is TrialColumns else 1 for i in listed))
         return super().ingest_parsed(listed, **options)
 
 

@@ -1,0 +1,472 @@
+"""JSON bytes to trials without a dict per event: the fast path of the wire.
+
+Every wire format (HTTP bodies, MQTT payloads, stream entries, JSON lines)
+carries JSON bytes. :func:`parse_wire` decodes them with msgspec into typed
+structs, checks them column by column and hands a batch of plain trials to
+the engine as one :class:`TrialColumns`, which it counts with its vectorised
+steps. It takes a payload only when :func:`monitor.parsing.parse_payload`
+would give plain trials (:class:`~monitor.parsing.Trial`) for every element,
+equal field for field; anything else (a signal, an unknown field, a bad
+value, a JSON quirk msgspec reads differently) goes to ``parse_payload``
+whole, so acceptance and every rejection reason stay as they were. When the
+engine refuses a row of a taken batch, it parses the payload again the slow
+way (:meth:`TrialColumns.expand`) to word the refusal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from operator import attrgetter
+from typing import Final
+
+import msgspec
+from msgspec import UNSET, Struct, UnsetType
+
+from monitor.parsing import (
+    MAX_BATCH_ITEMS,
+    MAX_PAYLOAD_BYTES,
+    Parsed,
+    Trial,
+    finite_float,
+    loose_id,
+    new_trial,
+    parse_payload,
+    strict_id,
+)
+
+
+class _Cost(Struct, forbid_unknown_fields=True, gc=False):
+    tokens: int | None = None
+    seconds: int | float | None = None
+
+
+class _Bare(Struct, forbid_unknown_fields=True, gc=False):
+    """A trial event with its ids and outcome only: most arrays hold these."""
+
+    model: str
+    question: str | int
+    trial: str | int
+    run: str | UnsetType = UNSET
+    category: int | None = None
+    correct: bool | None = None
+
+
+class _Event(_Bare, forbid_unknown_fields=True, gc=False):
+    """A plain trial event as JSON gives it; any other field declines it.
+
+    Types are those :func:`~monitor.parsing.plain_trial` accepts (``null``
+    where it treats null as absent); msgspec refuses a bool for an int and a
+    number for a string, as ``plain_trial`` does.
+    """
+
+    prior: bool = False
+    cost: _Cost | None = None
+    ts: int | float | str | None = None
+    signals: None = None
+
+
+_DECODER: Final = msgspec.json.Decoder(_Event | list[_Event])
+# Tried first on arrays: fewer fields to decode and no optional columns to
+# read when it fits (a field it lacks makes it fail, at that field).
+_BARE_DECODER: Final = msgspec.json.Decoder(list[_Bare])
+
+_RUN = attrgetter("run")
+_MODEL = attrgetter("model")
+_QUESTION = attrgetter("question")
+_TRIAL = attrgetter("trial")
+_CATEGORY = attrgetter("category")
+_CORRECT = attrgetter("correct")
+_PRIOR = attrgetter("prior")
+_COST = attrgetter("cost")
+_TS = attrgetter("ts")
+# No trial yet: an empty (but never refused) column.
+_NO_QUESTIONS: Final[tuple[str, ...]] = ()
+
+
+@dataclass(slots=True, eq=False)
+class TrialColumns:
+    """Plain trials of one run from one payload, as columns.
+
+    The payload and how it was read are kept so the engine can parse it
+    again the slow way when it refuses a row (see :meth:`expand`).
+    """
+
+    run: str
+    model: list[str]
+    question: list[str]
+    trial: list[str]
+    category: list[int]
+    prior: list[bool]
+    tokens: list[int | None]
+    seconds: list[float | None]
+    ts: list[float | None]
+    # Whether some outcome came as ``correct`` only (binary runs only).
+    from_correct: bool
+    # Distinct models and questions, questions in first-seen order.
+    models: Sequence[str]
+    questions: Sequence[str]
+    payload: bytes | str
+    source: str
+    position: int | None
+    channel: str | None
+    max_bytes: int
+    max_items: int
+    # Index of the first trial in the payload (a piece of a large one).
+    offset: int = 0
+
+    def __len__(self) -> int:
+        return len(self.category)
+
+    def expand(self) -> list[Parsed]:
+        """The payload parsed the slow way: the same trials, one by one."""
+        items = parse_payload(
+            self.payload,
+            self.source,
+            self.position,
+            self.max_bytes,
+            self.channel,
+            self.max_items,
+        )
+        return items[self.offset : self.offset + len(self)]
+
+    def position_of(self, index: int) -> int | None:
+        """Where the trial at ``index`` is located (as parse_payload says)."""
+        return self.offset + index if self.position is None else self.position
+
+    def pieces(self, size: int) -> list[TrialColumns]:
+        """The trials in pieces of at most ``size``, in order."""
+        if len(self) <= size:
+            return [self]
+        return [
+            self._piece(start, min(start + size, len(self)))
+            for start in range(0, len(self), size)
+        ]
+
+    def _piece(self, start: int, stop: int) -> TrialColumns:
+        model, question = self.model[start:stop], self.question[start:stop]
+        return replace(
+            self,
+            model=model,
+            question=question,
+            trial=self.trial[start:stop],
+            category=self.category[start:stop],
+            prior=self.prior[start:stop],
+            tokens=self.tokens[start:stop],
+            seconds=self.seconds[start:stop],
+            ts=self.ts[start:stop],
+            models=list(dict.fromkeys(model)),
+            questions=list(dict.fromkeys(question)),
+            offset=self.offset + start,
+        )
+
+
+Wire = Parsed | TrialColumns
+
+
+def parse_wire(
+    payload: str | bytes,
+    source: str = "",
+    position: int | None = None,
+    max_bytes: int = MAX_PAYLOAD_BYTES,
+    run: str | None = None,
+    max_items: int = MAX_BATCH_ITEMS,
+) -> list[Wire]:
+    """:func:`~monitor.parsing.parse_payload`, with plain trials as columns.
+
+    A payload of one plain trial gives a :class:`Trial`; an array of two or
+    more gives one :class:`TrialColumns`; anything else what
+    ``parse_payload`` gives (same arguments, same meaning).
+    """
+    fast = _fast(payload, source, position, max_bytes, run, max_items)
+    if fast is not None:
+        return [fast]
+    return list(parse_payload(payload, source, position, max_bytes, run, max_items))
+
+
+def _fast(
+    payload: str | bytes,
+    source: str,
+    position: int | None,
+    max_bytes: int,
+    channel: str | None,
+    max_items: int,
+) -> Trial | TrialColumns | None:
+    """The payload's plain trials, or None to take the slow path."""
+    if type(payload) is not bytes:
+        return None
+    if len(payload) > max_bytes:
+        return None
+    if payload[:1] == b"[":
+        try:
+            bare = _BARE_DECODER.decode(payload)
+        except msgspec.DecodeError:
+            pass
+        else:
+            if 2 <= len(bare) <= max_items:
+                return _columns(
+                    bare, payload, source, position, channel, max_bytes, max_items
+                )
+    try:
+        decoded = _DECODER.decode(payload)
+    except msgspec.DecodeError:  # includes msgspec.ValidationError
+        return None
+    if type(decoded) is list:
+        if not 1 <= len(decoded) <= max_items:
+            return None
+        if len(decoded) == 1:
+            return _single_trial(decoded[0], channel)
+        return _columns(
+            decoded, payload, source, position, channel, max_bytes, max_items
+        )
+    assert type(decoded) is _Event
+    return _single_trial(decoded, channel)
+
+
+def _single_trial(event: _Event, channel: str | None) -> Trial | None:
+    """The :class:`Trial` ``plain_trial`` gives for this event, or None."""
+    named = event.run
+    if channel is not None:
+        if named is UNSET:
+            named = channel
+        elif named != channel:
+            return None
+    elif named is UNSET:
+        return None
+    run = strict_id(named)
+    model = strict_id(event.model)
+    question = loose_id(event.question)
+    trial = loose_id(event.trial)
+    if run is None or model is None or question is None or trial is None:
+        return None
+    category, correct = event.category, event.correct
+    if category is None:
+        if correct is None:
+            return None
+        outcome = int(correct)
+    else:
+        if category < 0 or (correct is not None and correct != category):
+            return None
+        outcome = category
+    tokens = seconds = None
+    cost = event.cost
+    if cost is not None:
+        spent = _cost(cost)
+        if spent is None:
+            return None
+        tokens, seconds = spent
+    ts = event.ts
+    if ts is not None and type(ts) is not str:
+        ts = finite_float(ts)
+        if ts is None:
+            return None
+    else:
+        ts = None
+    return new_trial(
+        (
+            run,
+            model,
+            question,
+            trial,
+            outcome,
+            event.prior,
+            tokens,
+            seconds,
+            ts,
+            category is None,
+            _Raw(event, run),
+        )
+    )
+
+
+class _Raw(Mapping[str, object]):
+    """The event as the mapping the engine validates to word a refusal.
+
+    Built only when asked for: most trials are counted, not refused.
+    """
+
+    __slots__ = ("_event", "_run", "_values")
+
+    def __init__(self, event: _Event, run: str) -> None:
+        self._event = event
+        self._run = run
+        self._values: dict[str, object] | None = None
+
+    def _mapping(self) -> dict[str, object]:
+        if self._values is None:
+            event = self._event
+            values = {
+                field: value
+                for field in event.__struct_fields__
+                if (value := getattr(event, field)) is not None and value is not UNSET
+            }
+            values["run"] = self._run
+            if event.cost is not None:
+                values["cost"] = msgspec.structs.asdict(event.cost)
+            self._values = values
+        return self._values
+
+    def __getitem__(self, key: str) -> object:
+        return self._mapping()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._mapping())
+
+    def __len__(self) -> int:
+        return len(self._mapping())
+
+
+def _cost(cost: _Cost) -> tuple[int | None, float | None] | None:
+    """Tokens and seconds of a cost, or None when ``plain_trial`` refuses it."""
+    tokens, seconds = cost.tokens, cost.seconds
+    if tokens is not None and tokens < 0:
+        return None
+    if seconds is not None:
+        seconds = finite_float(seconds)
+        if seconds is None or seconds < 0.0:
+            return None
+    return tokens, seconds
+
+
+def _columns(
+    events: list[_Event] | list[_Bare],
+    payload: bytes,
+    source: str,
+    position: int | None,
+    channel: str | None,
+    max_bytes: int,
+    max_items: int,
+) -> TrialColumns | None:
+    """Columns of an array of plain trials of one run, or None."""
+    size = len(events)
+    runs = set(map(_RUN, events))
+    if channel is not None:
+        if not runs <= {UNSET, channel}:
+            return None
+        named: object = channel
+    elif len(runs) == 1:
+        named = runs.pop()
+    else:
+        return None  # several runs, or some event names none
+    run = strict_id(named)
+    if run is None:
+        return None
+    model = list(map(_MODEL, events))
+    models = list(dict.fromkeys(model))
+    for value in models:
+        if strict_id(value) is None:
+            return None
+    question, questions = _id_column(list(map(_QUESTION, events)))
+    trial, _ = _id_column(list(map(_TRIAL, events)))
+    if question is None or trial is None:
+        return None
+    categories = list(map(_CATEGORY, events))
+    corrects = list(map(_CORRECT, events))
+    if categories.count(None) == size:
+        if None in corrects:
+            return None
+        category: list[int] = list(map(int, corrects))
+        from_correct = True
+    elif corrects.count(None) == size:
+        if None in categories or min(categories) < 0:
+            return None
+        category = categories
+        from_correct = False
+    else:
+        outcomes = _outcomes(categories, corrects)
+        if outcomes is None:
+            return None
+        category, from_correct = outcomes
+    prior: list[bool] = [False] * size
+    tokens: list[int | None] = [None] * size
+    seconds: list[float | None] = [None] * size
+    ts: list[float | None] = [None] * size
+    if type(events[0]) is _Event:
+        prior = list(map(_PRIOR, events))
+        if not _optional_columns(events, tokens, seconds, ts):  # type: ignore[arg-type]
+            return None
+    return TrialColumns(
+        run=run,
+        model=model,
+        question=question,
+        trial=trial,
+        category=category,
+        prior=prior,
+        tokens=tokens,
+        seconds=seconds,
+        ts=ts,
+        from_correct=from_correct,
+        models=models,
+        questions=questions,
+        payload=payload,
+        source=source,
+        position=position,
+        channel=channel,
+        max_bytes=max_bytes,
+        max_items=max_items,
+    )
+
+
+def _optional_columns(
+    events: list[_Event],
+    tokens: list[int | None],
+    seconds: list[float | None],
+    ts: list[float | None],
+) -> bool:
+    """Fill the cost and time columns; False when ``plain_trial`` refuses one."""
+    size = len(events)
+    costs = list(map(_COST, events))
+    if costs.count(None) != size:
+        for index, cost in enumerate(costs):
+            if cost is not None:
+                spent = _cost(cost)
+                if spent is None:
+                    return False
+                tokens[index], seconds[index] = spent
+    stamps = list(map(_TS, events))
+    if stamps.count(None) != size:
+        for index, stamp in enumerate(stamps):
+            if stamp is not None and type(stamp) is not str:
+                value = finite_float(stamp)
+                if value is None:
+                    return False
+                ts[index] = value
+    return True
+
+
+def _id_column(values: list[str | int]) -> tuple[list[str] | None, Sequence[str]]:
+    """A question or trial column as text, and its distinct texts in order.
+
+    None when an id is invalid. Each distinct value is checked once.
+    """
+    texts: dict[str | int, str] = {}
+    plain = True
+    for value in dict.fromkeys(values):
+        text = loose_id(value)
+        if text is None:
+            return None, _NO_QUESTIONS
+        texts[value] = text
+        plain = plain and type(value) is str
+    distinct = list(dict.fromkeys(texts.values()))
+    if plain:
+        return values, distinct  # type: ignore[return-value]
+    return list(map(texts.__getitem__, values)), distinct
+
+
+def _outcomes(
+    categories: list[int | None], corrects: list[bool | None]
+) -> tuple[list[int], bool] | None:
+    """Outcomes of a column mixing ``category`` and ``correct``, or None."""
+    outcomes: list[int] = []
+    from_correct = False
+    for category, correct in zip(categories, corrects, strict=True):
+        if category is None:
+            if correct is None:
+                return None
+            outcomes.append(int(correct))
+            from_correct = True
+        elif category < 0 or (correct is not None and correct != category):
+            return None
+        else:
+            outcomes.append(category)
+    return outcomes, from_correct
