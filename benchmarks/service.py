@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -74,6 +75,17 @@ def start_worker(config: Path, log: Path) -> subprocess.Popen[bytes]:
             stderr=output,
             cwd=ROOT,
         )
+
+
+def cpu_seconds(processes: list[subprocess.Popen[bytes]]) -> float:
+    """User + system CPU time of the worker processes so far, from /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for process in processes:
+        fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1]
+        utime, stime = fields.split()[11:13]
+        total += int(utime) + int(stime)
+    return total / ticks
 
 
 async def wait_up(base: str) -> None:
@@ -186,8 +198,13 @@ async def measure(workers: int, count: int, folder: Path) -> dict[str, float]:
             for base in bases:
                 await wait_up(base)
             await asyncio.sleep(1.0)
+            cpu_start = cpu_seconds(processes)
             rate, total = await throughput(broker.port, bases[0], count, offset=0)
+            cpu_bulk = cpu_seconds(processes) - cpu_start
+            cpu_start = cpu_seconds(processes)
+            paced = int(5.0 * 1000.0)
             p50, p99 = await latency(broker.port, 5.0, 1000.0, count, total)
+            cpu_paced = cpu_seconds(processes) - cpu_start
         finally:
             for process in processes:
                 process.send_signal(signal.SIGTERM)
@@ -198,15 +215,19 @@ async def measure(workers: int, count: int, folder: Path) -> dict[str, float]:
         "trials_per_s": round(rate),
         "latency_p50_ms": round(p50, 2),
         "latency_p99_ms": round(p99, 2),
+        # Summed over the workers: CPU spent per trial counted.
+        "cpu_us_per_trial_bulk": round(cpu_bulk / count * 1e6, 1),
+        "cpu_us_per_trial_paced": round(cpu_paced / paced * 1e6, 1),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=200_000)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     arguments = parser.parse_args()
     results = []
-    for workers in (1, 2):
+    for workers in arguments.workers:
         with tempfile.TemporaryDirectory() as folder:
             results.append(
                 asyncio.run(measure(workers, arguments.trials, Path(folder)))

@@ -59,6 +59,7 @@ from monitor.schema import (
 from monitor.sqlite_store import SqliteStore
 from monitor.store import (
     Batch,
+    CountChanges,
     DeadLetter,
     IngestReport,
     MemoryStore,
@@ -505,7 +506,15 @@ class Monitor:
         accepted = duplicates = corrections = 0
         touched = set()
         for batch, previous in zip(batches, previous_lists, strict=True):
-            self._runs[batch.run].apply(batch, previous)
+            state = self._runs[batch.run]
+            try:
+                state.apply(batch, previous)
+            except ValueError:
+                if not self._store.is_shared:
+                    raise
+                # A correction of a trial another worker counted, which these
+                # tables have not caught up with: take the stored counts.
+                state.restore(self._store.counts(batch.run))
             if not len(batch):
                 continue
             touched.add(batch.run)
@@ -853,8 +862,14 @@ class Monitor:
                 # changed, now and then; local tables hold this worker's own.
                 self._last_refresh[run] = now
                 shared = self._store.counts_if_changed(run)
-                if shared is not None:
+                if isinstance(shared, CountChanges):
+                    try:
+                        state.add_changes(shared)
+                    except ValueError:  # a change was missed: read them whole
+                        state.restore(self._store.counts(run))
+                elif shared is not None:
                     state.restore(shared)
+                if shared is not None:
                     # Other workers may have settled decisions too.
                     self._settled[run] = self._settled_of(run)
             decision = decide(

@@ -30,6 +30,7 @@ from monitor import Monitor, RunConfig, StoreError
 from monitor.interfaces import Store
 from monitor.store import (
     Batch,
+    CountChanges,
     DeadLetter,
     MemoryStore,
     ModelCounts,
@@ -217,6 +218,68 @@ def test_a_monitor_on_redis_gives_the_same_status_as_one_in_memory(
         assert [(e.kind, e.subject) for e in shared.events_after("bench")] == [
             (e.kind, e.subject) for e in memory.events_after("bench")
         ]
+
+
+def counted(monitor: Monitor) -> tuple[object, ...]:
+    """What a status says about the counts (looks may differ between workers)."""
+    status = monitor.status("bench")
+    rows = sorted(
+        (row.model, row.trials, row.mu, row.sigma, row.cost_tokens)
+        for row in status.models
+    )
+    return status.trials, status.duplicates, status.corrections, tuple(rows)
+
+
+def test_two_monitors_on_one_redis_follow_each_other_through_the_change_log(
+    redis: RedisServer, store: RedisStore
+) -> None:
+    events = messy_stream(6)
+    other = RedisStore(redis.url, store.prefix)
+    with (
+        Monitor(look_interval_s=0) as memory,
+        Monitor(store, look_interval_s=0, shared_refresh_s=0) as first,
+        Monitor(other, look_interval_s=0, shared_refresh_s=0) as second,
+    ):
+        for monitor in (memory, first, second):
+            monitor.configure(bench_config())
+        ingest_all(memory, events)
+        # Alternating pieces: repeats and corrections cross workers.
+        for index, start in enumerate(range(0, len(events), 7)):
+            (first, second)[index % 2].ingest(events[start : start + 7])
+            assert counted(first) == counted(second)
+        assert counted(first) == counted(second) == counted(memory)
+        second.ingest(
+            [
+                {
+                    "run": "bench",
+                    "model": "m9",
+                    "question": 0,
+                    "trial": 0,
+                    "correct": True,
+                    "cost": {"tokens": 7},
+                }
+            ]
+        )
+        changes = store.counts_if_changed("bench")
+        # Only the other worker's cells, read from the log, not the whole counts.
+        assert isinstance(changes, CountChanges)
+        assert changes.cells == {("m9", "0", False, 1): 1}
+        assert changes.costs == {"m9": (1, 7, 0.0)}
+        assert store.counts_if_changed("bench") is None
+
+
+def test_a_trimmed_change_log_falls_back_to_the_whole_counts(
+    redis: RedisServer, store: RedisStore
+) -> None:
+    store.save_config(RunConfig(run="r", weights=WEIGHTS))
+    other = RedisStore(redis.url, store.prefix)
+    other.apply(Batch([trial_batch("r", [("m", "q", "t", False, 2, None, None)])]))
+    with Redis.from_url(redis.url) as client:
+        client.delete(redis_keys.changes(store.prefix, "r"))
+    whole = store.counts_if_changed("r")
+    assert isinstance(whole, dict)
+    assert counts_view(whole) == counts_view(other.counts("r"))
+    other.close()
 
 
 def deliveries(
