@@ -28,6 +28,7 @@ from types import TracebackType
 from typing import TypeVar
 
 from monitor.engine import DEFAULT_LEASE_S, Monitor
+from monitor.errors import SourceConflictError
 from monitor.ingesting import with_implied_run
 from monitor.interfaces import Payload, Publisher, TrialSource
 from monitor.parsing import Parsed, parse_payload
@@ -117,6 +118,8 @@ class Service:
         self._subscriber_stall_s = subscriber_stall_s
         self._traces: dict[str, collections.deque[TracePoint]] = {}
         self._rejections = RecentRejections()
+        self._failure: SourceConflictError | None = None
+        self._failed = asyncio.Event()
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -157,6 +160,17 @@ class Service:
                 await self._worker.run(self._monitor.close)
                 await self._worker.stop()
             self._state = Lifecycle.CLOSED
+
+    async def failed(self) -> SourceConflictError:
+        """Wait until a task failed for good (another process took the
+        worker's identity at a source); the caller should stop the service."""
+        await self._failed.wait()
+        assert self._failure is not None
+        return self._failure
+
+    @property
+    def failure(self) -> SourceConflictError | None:
+        return self._failure
 
     @property
     def snapshot(self) -> Snapshot:
@@ -401,6 +415,13 @@ class Service:
                 return
             except asyncio.CancelledError:
                 raise
+            except SourceConflictError as exc:
+                # Retrying would take the identity back and fight for it.
+                log.error("task %s stopped: %s", name, exc)
+                if self._failure is None:
+                    self._failure = exc
+                self._failed.set()
+                return
             except Exception:
                 delay = _RESTART_DELAYS_S[min(failures, len(_RESTART_DELAYS_S) - 1)]
                 failures += 1

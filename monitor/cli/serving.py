@@ -85,6 +85,12 @@ async def _serve(config: ServiceConfig, sock: socket.socket) -> None:
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
+
+        async def stop_on_failure() -> None:
+            await service.failed()
+            server.should_exit = True
+
+        watcher = asyncio.create_task(stop_on_failure())
         print(
             f"scorio-monitor: serving http://{config.http.listen} "
             f"(store {config.store.kind}"
@@ -94,7 +100,12 @@ async def _serve(config: ServiceConfig, sock: socket.socket) -> None:
             file=sys.stderr,
             flush=True,
         )
-        await server.serve(sockets=[sock])
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            watcher.cancel()
+    if service.failure is not None:
+        raise service.failure
 
 
 def _store(settings: StoreSettings) -> Store:
