@@ -11,6 +11,11 @@ Starts its own mosquitto and redis-server on free ports and one or two
 - latency: single-trial messages paced at 1,000 trials/s; for each trial,
   the time from its publish to the first retained status on MQTT that
   counts it. Reported as p50 / p99 over the run.
+- CPU: user + system time of the worker processes (from /proc), summed over
+  the workers, per trial counted, for each phase (``bulk``: the throughput
+  phase; ``paced``: the latency phase, its 1.5 s of idle edges included).
+
+``--workers 1 2`` (the default) runs one, then two workers.
 """
 
 from __future__ import annotations

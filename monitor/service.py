@@ -85,6 +85,10 @@ class Service:
         subscriber_stall_s: How long a subscriber may leave items unread
             before it is dropped.
         clock: Monotonic seconds, for latencies.
+        status_turn: With several workers on a shared store: ``(run,
+            seconds)`` takes the turn to refresh the run's status for that
+            long (0) or says how long another worker holds it; the run's
+            status then waits for its turn.
     """
 
     def __init__(
@@ -98,6 +102,7 @@ class Service:
         subscriber_max_bytes: int = 1 << 20,
         subscriber_stall_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        status_turn: Callable[[str, float], float] | None = None,
     ) -> None:
         self._monitor = monitor
         self._sources = list(sources)
@@ -105,6 +110,7 @@ class Service:
         self._status_interval_s = status_interval_s
         self._look_interval_s = look_interval_s
         self._clock = clock
+        self._status_turn = status_turn
         self._state = Lifecycle.CREATED
         self._worker: EngineWorker | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -329,6 +335,12 @@ class Service:
         known = set(self._monitor.runs)
         return [self._monitor.status(run) for run in runs if run in known]
 
+    def _turns(self, runs: set[str]) -> dict[str, float]:
+        """The runs whose status turn another worker holds, with the wait."""
+        assert self._status_turn is not None
+        waits = {run: self._status_turn(run, self._status_interval_s) for run in runs}
+        return {run: wait for run, wait in waits.items() if wait > 0}
+
     def _account(self, report: IngestReport, elapsed_s: float, payloads: int) -> None:
         rejected = dict(self._snapshot.rejected)
         for rejection in report.rejected:
@@ -372,6 +384,15 @@ class Service:
             if "*" in wanted or self._clock() - last_full >= _REFRESH_ALL_EVERY_S:
                 wanted = set(await self.call(lambda: self._monitor.runs))
                 last_full = self._clock()
+            if self._status_turn is not None and wanted:
+                waits = await self.call(functools.partial(self._turns, wanted))
+                if waits:
+                    # Another worker refreshes these now; come back after it.
+                    wanted -= waits.keys()
+                    self._dirty_runs.update(waits)
+                    asyncio.get_running_loop().call_later(
+                        min(waits.values()), self._status_wanted.set
+                    )
             statuses = await self.call(
                 functools.partial(self._statuses, sorted(wanted))
             )

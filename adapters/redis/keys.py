@@ -27,6 +27,8 @@ Per run (``{prefix}:{{run}}:...``):
   (id ``<version>-0``), fields ``w`` (the writing store), ``d`` and ``c``
   (count and cost deltas as JSON); capped by ``XADD MAXLEN ~``. Other
   workers follow the counts through it instead of re-reading them whole.
+- ``status_turn`` (string, expires): set by the worker whose turn it is to
+  refresh the run's status (see ``RedisStore.status_turn``).
 - ``events`` (stream): fired events, entry id ``<seq>-0``; fields ``kind``,
   ``subject``, ``payload`` (JSON), ``ts``.
 
@@ -62,6 +64,7 @@ RUN_KEY_NAMES: Final = (
     "event_seq",
     "events",
     "changes",
+    "status_turn",
 )
 
 
@@ -115,6 +118,10 @@ def events(prefix: str, run: str) -> str:
 
 def changes(prefix: str, run: str) -> str:
     return _run_key(prefix, run, "changes")
+
+
+def status_turn(prefix: str, run: str) -> str:
+    return _run_key(prefix, run, "status_turn")
 
 
 def run_keys(prefix: str, run: str) -> list[str]:

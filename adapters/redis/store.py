@@ -282,6 +282,21 @@ class RedisStore(TrialAsBatch):
         self._versions[run] = current
         return changes
 
+    def status_turn(self, run: str, seconds: float) -> float:
+        """Take the turn to refresh the run's status for ``seconds``.
+
+        0 when taken; otherwise how long another worker still holds it.
+        Workers then refresh a run's status as often between them as one
+        worker alone would, not each at its own pace.
+        """
+        key = keys.status_turn(self._prefix, run)
+        milliseconds = max(1, round(seconds * 1000))
+        with _translated(f"take the status turn of run {run!r}"):
+            if self._client.set(key, self._writer, px=milliseconds, nx=True):
+                return 0.0
+            left = int(self._client.pttl(key))
+        return max(left, 1) / 1000
+
     def _note_version(self, run: str, version: int) -> None:
         # Our own change right after the version we knew keeps us current; a
         # jump means another worker wrote in between (re-read next look).

@@ -63,12 +63,15 @@ async def _serve(config: ServiceConfig, sock: socket.socket) -> None:
             lambda run: monitor.config(run).webhooks if run in monitor.runs else (),
         )
     )
+    store = monitor.store
     service = Service(
         monitor,
         sources,
         publishers,
         status_interval_s=config.status_interval_s,
         look_interval_s=config.look_interval_s,
+        # Workers on one Redis take turns: statuses as often as one worker's.
+        status_turn=store.status_turn if isinstance(store, RedisStore) else None,
     )
     async with service:
         app = create_app(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import astuple
@@ -584,3 +585,16 @@ def test_trials_one_at_a_time_count_as_in_memory(store: RedisStore) -> None:
             )
         assert shared.status("bench") == local.status("bench")
         assert astuple(store.totals("bench")) == astuple(local.store.totals("bench"))
+
+
+def test_workers_take_turns_to_refresh_a_status(
+    redis: RedisServer, store: RedisStore
+) -> None:
+    other = RedisStore(redis.url, store.prefix)
+    assert store.status_turn("r", 0.5) == 0.0
+    wait = other.status_turn("r", 0.5)
+    assert 0.0 < wait <= 0.5
+    assert other.status_turn("other run", 0.5) == 0.0
+    time.sleep(wait + 0.05)
+    assert other.status_turn("r", 0.5) == 0.0
+    other.close()
