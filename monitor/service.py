@@ -111,6 +111,7 @@ class Service:
         self._look_interval_s = look_interval_s
         self._clock = clock
         self._status_turn = status_turn
+        self._status_pass_s = 0.0
         self._state = Lifecycle.CREATED
         self._worker: EngineWorker | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -338,7 +339,9 @@ class Service:
     def _turns(self, runs: set[str]) -> dict[str, float]:
         """The runs whose status turn another worker holds, with the wait."""
         assert self._status_turn is not None
-        waits = {run: self._status_turn(run, self._status_interval_s) for run in runs}
+        # A turn spans a pass and the pause after it, as one worker's would.
+        turn = self._status_interval_s + self._status_pass_s
+        waits = {run: self._status_turn(run, turn) for run in runs}
         return {run: wait for run, wait in waits.items() if wait > 0}
 
     def _account(self, report: IngestReport, elapsed_s: float, payloads: int) -> None:
@@ -393,9 +396,11 @@ class Service:
                     asyncio.get_running_loop().call_later(
                         min(waits.values()), self._status_wanted.set
                     )
+            started = self._clock()
             statuses = await self.call(
                 functools.partial(self._statuses, sorted(wanted))
             )
+            self._status_pass_s = self._clock() - started
             merged = dict(self._snapshot.statuses)
             for status in statuses:
                 merged[status.run] = status
