@@ -230,14 +230,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=200_000)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument(
+        "--out", type=Path, help="also append the results to this JSON-lines file"
+    )
     arguments = parser.parse_args()
     results = []
     for workers in arguments.workers:
         with tempfile.TemporaryDirectory() as folder:
-            results.append(
-                asyncio.run(measure(workers, arguments.trials, Path(folder)))
-            )
+            load = os.getloadavg()[0]
+            result = asyncio.run(measure(workers, arguments.trials, Path(folder)))
+            # The machine: its cores, and how busy it was (other jobs too).
+            result["cpus"] = os.cpu_count() or 0
+            result["load_1min_before"] = round(load, 2)
+            results.append(result)
     print(json.dumps(results, indent=2))
+    if arguments.out is not None:
+        with arguments.out.open("a") as output:
+            output.write(json.dumps(results) + "\n")
 
 
 if __name__ == "__main__":
