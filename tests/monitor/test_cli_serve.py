@@ -236,8 +236,9 @@ def test_two_workers_under_one_client_id_leave_one_running_and_one_explaining(
         assert stopped[0].stderr is not None
         output = stopped[0].stderr.read()
         message = output.strip().splitlines()[-1]
+        # The source's id or its publisher's ("one-id-publisher"): both clash.
         assert message.startswith(
-            "scorio-monitor: error: another connection took MQTT client id 'one-id'"
+            "scorio-monitor: error: another connection took MQTT client id 'one-id"
         )
         time.sleep(2.0)
         assert sum(w.poll() is None for w in workers) == 1
