@@ -58,6 +58,14 @@ for first = 1, n, SLICE do
   end
 end
 
+-- The log's newest version: an entry id must grow, and a failing XADD after
+-- the writes below would leave them half done.
+local newest = redis.call('XREVRANGE', KEYS[5], '+', '-', 'COUNT', 1)
+local logged = 0
+if newest[1] then
+  logged = tonumber(string.match(newest[1][1], '^(%d+)'))
+end
+
 local latest, changed, deltas, spent, previous = {}, {}, {}, {}, {}
 local new, duplicates, corrections = 0, 0, 0
 local function add(field, delta)
@@ -138,7 +146,10 @@ for model, sums in pairs(spent) do
 end
 if new + corrections > 0 then
   version = redis.call('HINCRBY', KEYS[3], 'version', 1)
-  -- Other workers follow the counts through this log, not a full re-read.
+end
+-- Other workers follow the counts through this log, not a full re-read (a
+-- version missing from it makes them read the counts whole).
+if new + corrections > 0 and version > logged then
   redis.call('XADD', KEYS[5], 'MAXLEN', '~', 10000, version .. '-0',
     'w', writer, 'd', '[' .. table.concat(moved, ',') .. ']',
     'c', '[' .. table.concat(sums_out, ',') .. ']')
