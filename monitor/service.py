@@ -396,6 +396,8 @@ class Service:
                     asyncio.get_running_loop().call_later(
                         min(waits.values()), self._status_wanted.set
                     )
+                    if not wanted:
+                        continue
             started = self._clock()
             statuses = await self.call(
                 functools.partial(self._statuses, sorted(wanted))

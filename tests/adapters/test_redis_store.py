@@ -9,6 +9,7 @@ share one cluster hash slot.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -28,7 +29,9 @@ from redis.crc import key_slot
 from adapters.redis import keys as redis_keys
 from adapters.redis.store import RedisStore
 from monitor import Monitor, RunConfig, StoreError
-from monitor.interfaces import Store
+from monitor.interfaces import Payload, Store
+from monitor.schema import Status
+from monitor.service import Service
 from monitor.store import (
     Batch,
     CountChanges,
@@ -598,3 +601,34 @@ def test_workers_take_turns_to_refresh_a_status(
     time.sleep(wait + 0.05)
     assert other.status_turn("r", 0.5) == 0.0
     other.close()
+
+
+async def test_a_status_waits_for_its_turn_while_another_worker_holds_it(
+    redis: RedisServer, store: RedisStore
+) -> None:
+    store.save_config(RunConfig(run="r"))
+    other = RedisStore(redis.url, store.prefix)
+    service = Service(
+        Monitor(store), status_interval_s=0.01, status_turn=store.status_turn
+    )
+    async with service:
+        await asyncio.sleep(0.2)  # the first statuses are out
+        assert other.status_turn("r", 1.0) == 0.0  # another worker's turn
+        taken = time.monotonic()
+        await service.ingest_payloads(
+            [
+                Payload(
+                    data=b'{"model": "a", "question": 1, "trial": 0, "correct": true}',
+                    source="test",
+                    run="r",
+                )
+            ]
+        )
+        feed = service.subscribe()
+        while True:
+            update = await asyncio.wait_for(feed.get(), timeout=5)
+            if isinstance(update, Status) and update.trials == 1:
+                break
+        waited = time.monotonic() - taken
+    other.close()
+    assert 0.8 <= waited < 3.0
