@@ -11,6 +11,11 @@ Starts its own mosquitto and redis-server on free ports and one or two
 - latency: single-trial messages paced at 1,000 trials/s; for each trial,
   the time from its publish to the first retained status on MQTT that
   counts it. Reported as p50 / p99 over the run.
+- CPU: user + system time of the worker processes (from /proc), summed over
+  the workers, per trial counted, for each phase (``bulk``: the throughput
+  phase; ``paced``: the latency phase, its 1.5 s of idle edges included).
+
+``--workers 1 2`` (the default) runs one, then two workers.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -74,6 +80,17 @@ def start_worker(config: Path, log: Path) -> subprocess.Popen[bytes]:
             stderr=output,
             cwd=ROOT,
         )
+
+
+def cpu_seconds(processes: list[subprocess.Popen[bytes]]) -> float:
+    """User + system CPU time of the worker processes so far, from /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for process in processes:
+        fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1]
+        utime, stime = fields.split()[11:13]
+        total += int(utime) + int(stime)
+    return total / ticks
 
 
 async def wait_up(base: str) -> None:
@@ -186,8 +203,13 @@ async def measure(workers: int, count: int, folder: Path) -> dict[str, float]:
             for base in bases:
                 await wait_up(base)
             await asyncio.sleep(1.0)
+            cpu_start = cpu_seconds(processes)
             rate, total = await throughput(broker.port, bases[0], count, offset=0)
+            cpu_bulk = cpu_seconds(processes) - cpu_start
+            cpu_start = cpu_seconds(processes)
+            paced = int(5.0 * 1000.0)
             p50, p99 = await latency(broker.port, 5.0, 1000.0, count, total)
+            cpu_paced = cpu_seconds(processes) - cpu_start
         finally:
             for process in processes:
                 process.send_signal(signal.SIGTERM)
@@ -198,20 +220,33 @@ async def measure(workers: int, count: int, folder: Path) -> dict[str, float]:
         "trials_per_s": round(rate),
         "latency_p50_ms": round(p50, 2),
         "latency_p99_ms": round(p99, 2),
+        # Summed over the workers: CPU spent per trial counted.
+        "cpu_us_per_trial_bulk": round(cpu_bulk / count * 1e6, 1),
+        "cpu_us_per_trial_paced": round(cpu_paced / paced * 1e6, 1),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=200_000)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument(
+        "--out", type=Path, help="also append the results to this JSON-lines file"
+    )
     arguments = parser.parse_args()
     results = []
-    for workers in (1, 2):
+    for workers in arguments.workers:
         with tempfile.TemporaryDirectory() as folder:
-            results.append(
-                asyncio.run(measure(workers, arguments.trials, Path(folder)))
-            )
+            load = os.getloadavg()[0]
+            result = asyncio.run(measure(workers, arguments.trials, Path(folder)))
+            # The machine: its cores, and how busy it was (other jobs too).
+            result["cpus"] = os.cpu_count() or 0
+            result["load_1min_before"] = round(load, 2)
+            results.append(result)
     print(json.dumps(results, indent=2))
+    if arguments.out is not None:
+        with arguments.out.open("a") as output:
+            output.write(json.dumps(results) + "\n")
 
 
 if __name__ == "__main__":

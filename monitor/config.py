@@ -8,6 +8,7 @@ such tables. A service file (``serve --config``) has optional sections
 
 from __future__ import annotations
 
+import os
 import socket
 import tomllib
 from collections.abc import Mapping
@@ -96,9 +97,8 @@ class MqttSettings(BaseModel):
     url: str
     topic_prefix: str = "scorio"
     shared_group: str | None = None
-    client_id: str = Field(
-        default_factory=lambda: f"scorio-monitor-{socket.gethostname()}"
-    )
+    # "{hostname}" and "{pid}" are filled in; see ``persistent``.
+    client_id: str = "scorio-monitor-{hostname}"
     max_batch: Annotated[int, Field(ge=1, le=10_000)] = 500
     keepalive_s: Annotated[int, Field(ge=5)] = 30
     tls_ca_file: str | None = None
@@ -137,6 +137,28 @@ class MqttSettings(BaseModel):
     @property
     def uses_tls(self) -> bool:
         return urlsplit(self.url).scheme == "mqtts" or self.tls_ca_file is not None
+
+    @property
+    def identifier(self) -> str:
+        """The client id with ``{hostname}`` and ``{pid}`` filled in."""
+        return self.client_id.replace("{hostname}", socket.gethostname()).replace(
+            "{pid}", str(os.getpid())
+        )
+
+    @property
+    def persistent(self) -> bool:
+        """Whether the source's session outlives its connection.
+
+        A stable id (no ``{pid}``) keeps a persistent session: what a worker
+        received but had not acknowledged when it died is redelivered when
+        it reconnects under the same id. A per-process id (``{pid}``) cannot
+        resume a session, and with a shared subscription the broker would
+        keep dealing trials to the dead process's session (mosquitto deals
+        to offline members too), so that session is not persistent: the
+        broker forgets it on disconnect, and trials in flight to a worker
+        that dies are not redelivered.
+        """
+        return "{pid}" not in self.client_id
 
 
 class RedisStreamSettings(BaseModel):

@@ -58,6 +58,7 @@ from monitor.schema import (
 from monitor.sqlite_store import SqliteStore
 from monitor.store import (
     Batch,
+    CountChanges,
     DeadLetter,
     IngestReport,
     MemoryStore,
@@ -77,6 +78,8 @@ MAX_UNDECLARED_RUNS = 1000
 FORECAST_MEMO_SIZE = 4096
 # How long a plan's reservations last unless reported (see Monitor.next).
 DEFAULT_LEASE_S = 600.0
+# Events read per store call when catching up with a run's event log.
+_EVENTS_PER_READ = 1000
 
 
 class Monitor:
@@ -124,6 +127,8 @@ class Monitor:
         self._shared_refresh_s = shared_refresh_s
         self._max_undeclared_runs = max_undeclared_runs
         self._last_refresh: dict[str, float] = {}
+        # Each run's fired events as read from the store (see _settled_of).
+        self._event_log: dict[str, list[StoredEvent]] = {}
         self._runs: dict[str, RunState] = {}
         self._decisions: dict[str, RunDecision] = {}
         # Each run's settled decisions: final once fired (see monitor.events).
@@ -533,7 +538,15 @@ class Monitor:
         accepted = duplicates = corrections = 0
         touched = set()
         for batch, previous in zip(batches, previous_lists, strict=True):
-            self._runs[batch.run].apply(batch, previous)
+            state = self._runs[batch.run]
+            try:
+                state.apply(batch, previous)
+            except ValueError:
+                if not self._store.is_shared:
+                    raise
+                # A correction of a trial another worker counted, which these
+                # tables have not caught up with: take the stored counts.
+                state.restore(self._store.counts(batch.run))
             if not len(batch):
                 continue
             touched.add(batch.run)
@@ -782,6 +795,7 @@ class Monitor:
             state.restore(stored.counts.get(run, {}))
             self._runs[run] = state
         self._fired = set(stored.fired)
+        self._event_log = {}
         self._settled = {run: self._settled_of(run) for run in self._runs}
         self._cursors = dict(stored.cursors)
         self._dirty = set(self._runs)
@@ -816,8 +830,19 @@ class Monitor:
         return f"unknown run {run!r}; declared runs: {declared}"
 
     def _settled_of(self, run: str) -> Settled:
-        """The run's settled decisions as its fired events record them."""
-        settled = settled_from_events(self._store.events_after(run, 0))
+        """The run's settled decisions as its fired events record them.
+
+        The events read are kept, so a shared store's refresh reads only
+        those fired since (usually none) instead of the whole log.
+        """
+        known = self._event_log.setdefault(run, [])
+        while True:
+            after = known[-1].seq if known else 0
+            new = self._store.events_after(run, after, _EVENTS_PER_READ)
+            known.extend(new)
+            if not new or len(new) < _EVENTS_PER_READ:
+                break
+        settled = settled_from_events(known)
         return replace(settled, models=frozenset(self._runs[run].tables))
 
     def _decision(self, run: str) -> RunDecision:
@@ -881,8 +906,14 @@ class Monitor:
                 # changed, now and then; local tables hold this worker's own.
                 self._last_refresh[run] = now
                 shared = self._store.counts_if_changed(run)
-                if shared is not None:
+                if isinstance(shared, CountChanges):
+                    try:
+                        state.add_changes(shared)
+                    except ValueError:  # a change was missed: read them whole
+                        state.restore(self._store.counts(run))
+                elif shared is not None:
                     state.restore(shared)
+                if shared is not None:
                     # Other workers may have settled decisions too.
                     self._settled[run] = self._settled_of(run)
             decision = decide(

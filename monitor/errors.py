@@ -5,6 +5,7 @@
     ├── UnknownRunError     a run id that is not configured (attribute: run)
     ├── StoreError          the state store failed (wraps the backend's error)
     ├── SourceError         an event source failed (wraps the library's error)
+    │   └── SourceConflictError  another process took the source's identity
     └── PublishError        an output failed (wraps the library's error)
 
 Bad *input* (a malformed trial) is not an exception: it becomes a
@@ -38,6 +39,12 @@ class StoreError(MonitorError):
 
 class SourceError(MonitorError):
     """An event source failed (connection lost, protocol error)."""
+
+
+class SourceConflictError(SourceError):
+    """Another process took over this worker's identity at a source (e.g. its
+    MQTT client id). Fatal: retrying would take it back and forth; the
+    service stops with this message."""
 
 
 class PublishError(MonitorError):

@@ -12,6 +12,7 @@ from typing import Protocol
 from monitor.schema import RunConfig, Status
 from monitor.store import (
     Batch,
+    CountChanges,
     DeadLetter,
     IngestReport,
     ModelCounts,
@@ -103,10 +104,12 @@ class Store(Protocol):
         """Current counts of every model of a run (for shared stores)."""
         ...
 
-    def counts_if_changed(self, run: str) -> dict[str, ModelCounts] | None:
+    def counts_if_changed(
+        self, run: str
+    ) -> dict[str, ModelCounts] | CountChanges | None:
         """Counts if another process changed them since this store last
-        returned or applied them; ``None`` when nothing changed (always, for
-        a store no one else writes)."""
+        returned or applied them, whole or as the changes only; ``None`` when
+        nothing changed (always, for a store no one else writes)."""
         ...
 
     def record_events(self, events: Sequence[PendingEvent]) -> list[StoredEvent]:

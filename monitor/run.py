@@ -23,6 +23,7 @@ from monitor.rubrics import RUBRICS
 from monitor.schema import MAX_ID_LENGTH, RejectionKind, RunConfig, TrialEvent
 from monitor.store import (
     VECTOR_THRESHOLD,
+    CountChanges,
     ModelCounts,
     Previous,
     TrialBatch,
@@ -447,6 +448,31 @@ class RunState:
                 )
         for model in self.config.models or []:
             self.table(model)
+
+    def add_changes(self, changes: CountChanges) -> None:
+        """Add other writers' changes (a shared store) to the tables.
+
+        Raises:
+            ValueError: when a count would go below 0 (the tables then
+                missed a change; the caller restores them whole).
+        """
+        grouped: dict[tuple[str, bool], tuple[list[str], list[int], list[int]]] = {}
+        for (model, question, prior, category), delta in changes.cells.items():
+            if question not in self._question_set:
+                self.add_question(question)
+            questions, categories, deltas = grouped.setdefault(
+                (model, prior), ([], [], [])
+            )
+            questions.append(question)
+            categories.append(category)
+            deltas.append(delta)
+        for (model, prior), (questions, categories, deltas) in grouped.items():
+            self.table(model).update_many(questions, categories, deltas, prior=prior)
+        for model, (trials, tokens, seconds) in changes.costs.items():
+            cost = self.costs.setdefault(model, ModelCost())
+            cost.trials += trials
+            cost.tokens += tokens
+            cost.seconds += seconds
 
     def standings(self, confidence: float) -> list[Standing]:
         """Each model's posterior and sampling, for :func:`decide`."""

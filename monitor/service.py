@@ -28,6 +28,7 @@ from types import TracebackType
 from typing import TypeVar
 
 from monitor.engine import DEFAULT_LEASE_S, Monitor
+from monitor.errors import SourceConflictError
 from monitor.ingesting import with_implied_run
 from monitor.interfaces import Payload, Publisher, TrialSource
 from monitor.rejections import RecentRejection, RecentRejections
@@ -84,6 +85,10 @@ class Service:
         subscriber_stall_s: How long a subscriber may leave items unread
             before it is dropped.
         clock: Monotonic seconds, for latencies.
+        status_turn: With several workers on a shared store: ``(run,
+            seconds)`` takes the turn to refresh the run's status for that
+            long (0) or says how long another worker holds it; the run's
+            status then waits for its turn.
     """
 
     def __init__(
@@ -97,6 +102,7 @@ class Service:
         subscriber_max_bytes: int = 1 << 20,
         subscriber_stall_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        status_turn: Callable[[str, float], float] | None = None,
     ) -> None:
         self._monitor = monitor
         self._sources = list(sources)
@@ -104,6 +110,8 @@ class Service:
         self._status_interval_s = status_interval_s
         self._look_interval_s = look_interval_s
         self._clock = clock
+        self._status_turn = status_turn
+        self._status_pass_s = 0.0
         self._state = Lifecycle.CREATED
         self._worker: EngineWorker | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -117,6 +125,8 @@ class Service:
         self._subscriber_stall_s = subscriber_stall_s
         self._traces: dict[str, collections.deque[TracePoint]] = {}
         self._rejections = RecentRejections()
+        self._failure: SourceConflictError | None = None
+        self._failed = asyncio.Event()
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -157,6 +167,17 @@ class Service:
                 await self._worker.run(self._monitor.close)
                 await self._worker.stop()
             self._state = Lifecycle.CLOSED
+
+    async def failed(self) -> SourceConflictError:
+        """Wait until a task failed for good (another process took the
+        worker's identity at a source); the caller should stop the service."""
+        await self._failed.wait()
+        assert self._failure is not None
+        return self._failure
+
+    @property
+    def failure(self) -> SourceConflictError | None:
+        return self._failure
 
     @property
     def snapshot(self) -> Snapshot:
@@ -317,6 +338,14 @@ class Service:
         known = set(self._monitor.runs)
         return [self._monitor.status(run) for run in runs if run in known]
 
+    def _turns(self, runs: set[str]) -> dict[str, float]:
+        """The runs whose status turn another worker holds, with the wait."""
+        assert self._status_turn is not None
+        # A turn spans a pass and the pause after it, as one worker's would.
+        turn = self._status_interval_s + self._status_pass_s
+        waits = {run: self._status_turn(run, turn) for run in runs}
+        return {run: wait for run, wait in waits.items() if wait > 0}
+
     def _account(self, report: IngestReport, elapsed_s: float, payloads: int) -> None:
         rejected = dict(self._snapshot.rejected)
         for rejection in report.rejected:
@@ -360,9 +389,22 @@ class Service:
             if "*" in wanted or self._clock() - last_full >= _REFRESH_ALL_EVERY_S:
                 wanted = set(await self.call(lambda: self._monitor.runs))
                 last_full = self._clock()
+            if self._status_turn is not None and wanted:
+                waits = await self.call(functools.partial(self._turns, wanted))
+                if waits:
+                    # Another worker refreshes these now; come back after it.
+                    wanted -= waits.keys()
+                    self._dirty_runs.update(waits)
+                    asyncio.get_running_loop().call_later(
+                        min(waits.values()), self._status_wanted.set
+                    )
+                    if not wanted:
+                        continue
+            started = self._clock()
             statuses = await self.call(
                 functools.partial(self._statuses, sorted(wanted))
             )
+            self._status_pass_s = self._clock() - started
             merged = dict(self._snapshot.statuses)
             for status in statuses:
                 merged[status.run] = status
@@ -403,6 +445,13 @@ class Service:
                 return
             except asyncio.CancelledError:
                 raise
+            except SourceConflictError as exc:
+                # Retrying would take the identity back and fight for it.
+                log.error("task %s stopped: %s", name, exc)
+                if self._failure is None:
+                    self._failure = exc
+                self._failed.set()
+                return
             except Exception:
                 delay = _RESTART_DELAYS_S[min(failures, len(_RESTART_DELAYS_S) - 1)]
                 failures += 1

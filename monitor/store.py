@@ -208,6 +208,19 @@ class ModelCounts:
     seconds: float = 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class CountChanges:
+    """What other writers changed in a run's counts since a store last looked.
+
+    ``cells`` maps (model, question, prior, category) to the summed change;
+    ``costs`` maps a model to the (trials, tokens, seconds) added. Cheaper to
+    apply than a full re-read of the counts when the run is large.
+    """
+
+    cells: dict[tuple[str, str, bool, int], int]
+    costs: dict[str, tuple[int, int, float]]
+
+
 @dataclass(slots=True)
 class RunTotals:
     """Run-level counters: unique trials counted and what was not counted."""

@@ -24,6 +24,12 @@ Per run (``{prefix}:{{run}}:...``):
   new trials that reported a cost.
 - ``fired`` (hash): ``[kind, subject]`` -> the event's sequence number.
 - ``event_seq`` (string): the run's last event sequence number.
+- ``changes`` (stream): the counts' change log, one entry per ``version``
+  (id ``<version>-0``), fields ``w`` (the writing store), ``d`` and ``c``
+  (count and cost deltas as JSON); capped by ``XADD MAXLEN ~``. Other
+  workers follow the counts through it instead of re-reading them whole.
+- ``status_turn`` (string, expires): set by the worker whose turn it is to
+  refresh the run's status (see ``RedisStore.status_turn``).
 - ``events`` (stream): fired events, entry id ``<seq>-0``; fields ``kind``,
   ``subject``, ``payload`` (JSON), ``ts``.
 
@@ -58,6 +64,8 @@ RUN_KEY_NAMES: Final = (
     "fired",
     "event_seq",
     "events",
+    "changes",
+    "status_turn",
 )
 
 
@@ -107,6 +115,14 @@ def event_seq(prefix: str, run: str) -> str:
 
 def events(prefix: str, run: str) -> str:
     return _run_key(prefix, run, "events")
+
+
+def changes(prefix: str, run: str) -> str:
+    return _run_key(prefix, run, "changes")
+
+
+def status_turn(prefix: str, run: str) -> str:
+    return _run_key(prefix, run, "status_turn")
 
 
 def run_keys(prefix: str, run: str) -> list[str]:

@@ -48,6 +48,7 @@ from __future__ import annotations
 import json
 import math
 import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from importlib import resources
@@ -68,6 +69,7 @@ from monitor.errors import StoreError
 from monitor.schema import RunConfig
 from monitor.store import (
     Batch,
+    CountChanges,
     DeadLetter,
     JsonValue,
     ModelCounts,
@@ -85,6 +87,8 @@ DEAD_LETTER_LIMIT: Final = 10_000
 DEFAULT_WIDTH: Final = 2
 # Cluster: how stale a slot map without replicas may be before a re-read.
 SLOT_MAP_MAX_AGE_S: Final = 5.0
+# Change-log entries read per round trip when catching up with other writers.
+CHANGES_PER_READ: Final = 1000
 
 # A reply is text or bytes depending on the client's decode_responses.
 Reply = str | bytes
@@ -132,6 +136,8 @@ class RedisStore(TrialAsBatch):
         self._prefix = keys.check_prefix(prefix)
         # Per run, the newest version of the counts this store has seen.
         self._versions: dict[str, int] = {}
+        # Marks this store's entries in the change log, which it skips.
+        self._writer = uuid.uuid4().hex
         self._chunk_size = chunk_size
         self._dead_letter_limit = dead_letter_limit
         self._wait_ms = max(1, int(timeout_s * 500))
@@ -207,6 +213,8 @@ class RedisStore(TrialAsBatch):
                 state.counts[run] = _model_counts(width, counts, costs)
             if totals:
                 state.totals[run] = _run_totals(totals)
+            # The counts as loaded are current as of this version.
+            self._versions[run] = int(_texts(totals).get("version", 0))
             for field in fired:
                 kind, subject = json.loads(_text(field))
                 state.fired.add((run, kind, subject))
@@ -260,7 +268,14 @@ class RedisStore(TrialAsBatch):
                 self._add_dead_letter(pipe, letter)
             if batch.cursor is not None:
                 pipe.hset(keys.cursors(self._prefix), batch.cursor[0], batch.cursor[1])
-            replies = pipe.execute() if len(pipe) else []
+            try:
+                replies = pipe.execute() if len(pipe) else []
+            except RedisError:
+                # Applied or not, unknown: the next look reads the counts whole
+                # (our own change-log entries are skipped, never re-added).
+                for trials in batch.trials:
+                    self._versions[trials.run] = -1
+                raise
         return [
             self._previous(trials.run, [replies[call] for call in calls])
             for trials, calls in zip(batch.trials, positions, strict=True)
@@ -295,8 +310,14 @@ class RedisStore(TrialAsBatch):
                         )
                 for _ in letters.get(run, ()):
                     pipe.hincrby(keys.totals(self._prefix, run), "rejected", 1)
-                by_run[run] = pipe.execute()
-                self._replicated(run)
+                try:
+                    by_run[run] = pipe.execute()
+                    self._replicated(run)
+                except (RedisError, StoreError):
+                    # Applied or not, unknown: the next look reads the counts
+                    # whole (as in ``apply`` on one Redis).
+                    self._versions[run] = -1
+                    raise
             if batch.dead_letters:
                 pipe = self._client.pipeline(transaction=False)
                 for letter in batch.dead_letters:
@@ -358,20 +379,66 @@ class RedisStore(TrialAsBatch):
             answers.extend(int(value) for value in categories.split(","))
         return answers
 
-    def counts_if_changed(self, run: str) -> dict[str, ModelCounts] | None:
-        """The run's counts if another process changed them since we last saw them.
+    def counts_if_changed(
+        self, run: str
+    ) -> dict[str, ModelCounts] | CountChanges | None:
+        """What other processes changed in the run's counts since we last saw them.
 
-        Each apply that changes counts bumps the run's version; versions this
-        store produced itself (one after the other) need no re-read. One
-        ``HGET`` when nothing changed.
+        Each apply that changes counts bumps the run's version and logs its
+        deltas under that version; versions this store produced itself (one
+        after the other) need no read. One ``HGET`` when nothing changed;
+        otherwise the other writers' deltas from the change log, or the whole
+        counts when the log no longer holds every version since ours.
         """
-        with _translated(f"read the version of run {run!r}"):
+        known = self._versions.get(run, 0)
+        with _translated(f"read the changes of run {run!r}"):
             current = int(
                 self._client.hget(keys.totals(self._prefix, run), "version") or 0
             )
-        if current == self._versions.get(run, 0):
-            return None
-        return self.counts(run)
+            if current == known:
+                return None
+            if known < 0:
+                return self.counts(run)
+            entries: list[tuple[int, dict[str, str]]] = []
+            while known + len(entries) < current:
+                start = known + len(entries) + 1
+                found = [
+                    (_entry_version(entry_id), _texts(fields))
+                    for entry_id, fields in self._client.xrange(
+                        keys.changes(self._prefix, run),
+                        min=f"{start}-0",
+                        max=f"{current}-0",
+                        count=CHANGES_PER_READ,
+                    )
+                    or []
+                    if entry_id is not None and fields is not None
+                ]
+                versions = [version for version, _ in found]
+                if versions != list(range(start, start + len(found))) or not found:
+                    # Trimmed away, or written before the log: read them whole.
+                    return self.counts(run)
+                entries.extend(found)
+        changes = CountChanges(cells={}, costs={})
+        for _, fields in entries:
+            if fields["w"] != self._writer:
+                _add_entry(changes, fields)
+        self._versions[run] = current
+        return changes
+
+    def status_turn(self, run: str, seconds: float) -> float:
+        """Take the turn to refresh the run's status for ``seconds``.
+
+        0 when taken; otherwise how long another worker still holds it.
+        Workers then refresh a run's status as often between them as one
+        worker alone would, not each at its own pace.
+        """
+        key = keys.status_turn(self._prefix, run)
+        milliseconds = max(1, round(seconds * 1000))
+        with _translated(f"take the status turn of run {run!r}"):
+            if self._client.set(key, self._writer, px=milliseconds, nx=True):
+                return 0.0
+            left = int(self._client.pttl(key))
+        return max(left, 1) / 1000
 
     def _note_version(self, run: str, version: int) -> None:
         # Our own change right after the version we knew keeps us current; a
@@ -511,8 +578,9 @@ class RedisStore(TrialAsBatch):
                 keys.counts(self._prefix, run),
                 keys.totals(self._prefix, run),
                 keys.costs(self._prefix, run),
+                keys.changes(self._prefix, run),
             ],
-            arguments,
+            [*arguments, self._writer],
         )
 
     def _fire_events(
@@ -703,6 +771,24 @@ def _stored_events(
         for event, seq in zip(events, seqs, strict=True)
         if int(seq)
     ]
+
+
+def _entry_version(entry_id: Reply) -> int:
+    return int(_text(entry_id).split("-")[0])
+
+
+def _add_entry(changes: CountChanges, fields: dict[str, str]) -> None:
+    """Sum one change-log entry into ``changes``."""
+    for (model, question, prior, category), delta in json.loads(fields["d"]):
+        cell = (model, question, bool(prior), int(category))
+        changes.cells[cell] = changes.cells.get(cell, 0) + int(delta)
+    for model, trials, tokens, seconds in json.loads(fields["c"]):
+        before = changes.costs.get(model, (0, 0, 0.0))
+        changes.costs[model] = (
+            before[0] + int(trials),
+            before[1] + int(tokens),
+            before[2] + float(seconds),
+        )
 
 
 def _run_totals(values: ReplyMap) -> RunTotals:

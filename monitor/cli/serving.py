@@ -63,12 +63,15 @@ async def _serve(config: ServiceConfig, sock: socket.socket) -> None:
             lambda run: monitor.config(run).webhooks if run in monitor.runs else (),
         )
     )
+    store = monitor.store
     service = Service(
         monitor,
         sources,
         publishers,
         status_interval_s=config.status_interval_s,
         look_interval_s=config.look_interval_s,
+        # Workers on one Redis take turns: statuses as often as one worker's.
+        status_turn=store.status_turn if isinstance(store, RedisStore) else None,
     )
     async with service:
         app = create_app(
@@ -85,6 +88,12 @@ async def _serve(config: ServiceConfig, sock: socket.socket) -> None:
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
+
+        async def stop_on_failure() -> None:
+            await service.failed()
+            server.should_exit = True
+
+        watcher = asyncio.create_task(stop_on_failure())
         print(
             f"scorio-monitor: serving http://{config.http.listen} "
             f"(store {config.store.kind}"
@@ -94,7 +103,12 @@ async def _serve(config: ServiceConfig, sock: socket.socket) -> None:
             file=sys.stderr,
             flush=True,
         )
-        await server.serve(sockets=[sock])
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            watcher.cancel()
+    if service.failure is not None:
+        raise service.failure
 
 
 def _store(settings: StoreSettings) -> Store:

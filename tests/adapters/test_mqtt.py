@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import socket
 from pathlib import Path
 
 import aiomqtt
@@ -15,6 +17,7 @@ from adapters.mqtt import MqttPublisher, MqttSource, run_of, trials_topic
 from adapters.prometheus import metrics_renderer
 from monitor import Monitor, RunConfig
 from monitor.config import HttpSettings, MqttSettings
+from monitor.errors import SourceConflictError
 from monitor.http import create_app
 from monitor.service import Service
 from monitor.sqlite_store import SqliteStore
@@ -141,3 +144,37 @@ async def test_malformed_payloads_are_dead_lettered_and_the_service_keeps_going(
     assert any("arrived on run 'r'" in reason for reason in reasons)
     assert all(letter.source == f"mqtt:{prefix}/r/trials" for letter in letters)
     assert service.snapshot.rejected["invalid_json"] == 1
+
+
+async def test_two_workers_under_one_client_id_end_with_one_stopping_clearly(
+    mosquitto: MosquittoBroker, prefix: str
+) -> None:
+    config = settings(mosquitto, prefix)
+    services = [Service(Monitor(), [MqttSource(config)]) for _ in range(2)]
+    async with services[0], services[1]:
+        waits = [asyncio.ensure_future(service.failed()) for service in services]
+        done, pending = await asyncio.wait(
+            waits, timeout=30, return_when=asyncio.FIRST_COMPLETED
+        )
+        await asyncio.sleep(2.0)
+        # The other one keeps the id: no more back and forth.
+        assert len(done) == 1 and not any(task.done() for task in pending)
+        for task in pending:
+            task.cancel()
+    failure = done.pop().result()
+    assert isinstance(failure, SourceConflictError)
+    assert str(failure).startswith(
+        f"another connection took MQTT client id '{prefix}-worker' ("
+    )
+    assert "two workers use one client id" in str(failure)
+
+
+def test_a_per_process_client_id_has_no_persistent_session() -> None:
+    stable = MqttSettings(url="mqtt://h", client_id="w-{hostname}")
+    per_process = MqttSettings(url="mqtt://h", client_id="w-{hostname}-{pid}")
+    assert stable.identifier == f"w-{socket.gethostname()}" and stable.persistent
+    assert per_process.identifier == f"w-{socket.gethostname()}-{os.getpid()}"
+    assert not per_process.persistent
+    assert MqttSettings(url="mqtt://h").identifier == (
+        f"scorio-monitor-{socket.gethostname()}"
+    )

@@ -9,8 +9,10 @@ share one cluster hash slot.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import astuple
@@ -27,9 +29,12 @@ from redis.crc import key_slot
 from adapters.redis import keys as redis_keys
 from adapters.redis.store import RedisStore
 from monitor import Monitor, RunConfig, StoreError
-from monitor.interfaces import Store
+from monitor.interfaces import Payload, Store
+from monitor.schema import Status
+from monitor.service import Service
 from monitor.store import (
     Batch,
+    CountChanges,
     DeadLetter,
     MemoryStore,
     ModelCounts,
@@ -217,6 +222,68 @@ def test_a_monitor_on_redis_gives_the_same_status_as_one_in_memory(
         assert [(e.kind, e.subject) for e in shared.events_after("bench")] == [
             (e.kind, e.subject) for e in memory.events_after("bench")
         ]
+
+
+def counted(monitor: Monitor) -> tuple[object, ...]:
+    """What a status says about the counts (looks may differ between workers)."""
+    status = monitor.status("bench")
+    rows = sorted(
+        (row.model, row.trials, row.mu, row.sigma, row.cost_tokens)
+        for row in status.models
+    )
+    return status.trials, status.duplicates, status.corrections, tuple(rows)
+
+
+def test_two_monitors_on_one_redis_follow_each_other_through_the_change_log(
+    redis: RedisServer, store: RedisStore
+) -> None:
+    events = messy_stream(6)
+    other = RedisStore(redis.url, store.prefix)
+    with (
+        Monitor(look_interval_s=0) as memory,
+        Monitor(store, look_interval_s=0, shared_refresh_s=0) as first,
+        Monitor(other, look_interval_s=0, shared_refresh_s=0) as second,
+    ):
+        for monitor in (memory, first, second):
+            monitor.configure(bench_config())
+        ingest_all(memory, events)
+        # Alternating pieces: repeats and corrections cross workers.
+        for index, start in enumerate(range(0, len(events), 7)):
+            (first, second)[index % 2].ingest(events[start : start + 7])
+            assert counted(first) == counted(second)
+        assert counted(first) == counted(second) == counted(memory)
+        second.ingest(
+            [
+                {
+                    "run": "bench",
+                    "model": "m9",
+                    "question": 0,
+                    "trial": 0,
+                    "correct": True,
+                    "cost": {"tokens": 7},
+                }
+            ]
+        )
+        changes = store.counts_if_changed("bench")
+        # Only the other worker's cells, read from the log, not the whole counts.
+        assert isinstance(changes, CountChanges)
+        assert changes.cells == {("m9", "0", False, 1): 1}
+        assert changes.costs == {"m9": (1, 7, 0.0)}
+        assert store.counts_if_changed("bench") is None
+
+
+def test_a_trimmed_change_log_falls_back_to_the_whole_counts(
+    redis: RedisServer, store: RedisStore
+) -> None:
+    store.save_config(RunConfig(run="r", weights=WEIGHTS))
+    other = RedisStore(redis.url, store.prefix)
+    other.apply(Batch([trial_batch("r", [("m", "q", "t", False, 2, None, None)])]))
+    with Redis.from_url(redis.url) as client:
+        client.delete(redis_keys.changes(store.prefix, "r"))
+    whole = store.counts_if_changed("r")
+    assert isinstance(whole, dict)
+    assert counts_view(whole) == counts_view(other.counts("r"))
+    other.close()
 
 
 def deliveries(
@@ -521,3 +588,47 @@ def test_trials_one_at_a_time_count_as_in_memory(store: RedisStore) -> None:
             )
         assert shared.status("bench") == local.status("bench")
         assert astuple(store.totals("bench")) == astuple(local.store.totals("bench"))
+
+
+def test_workers_take_turns_to_refresh_a_status(
+    redis: RedisServer, store: RedisStore
+) -> None:
+    other = RedisStore(redis.url, store.prefix)
+    assert store.status_turn("r", 0.5) == 0.0
+    wait = other.status_turn("r", 0.5)
+    assert 0.0 < wait <= 0.5
+    assert other.status_turn("other run", 0.5) == 0.0
+    time.sleep(wait + 0.05)
+    assert other.status_turn("r", 0.5) == 0.0
+    other.close()
+
+
+async def test_a_status_waits_for_its_turn_while_another_worker_holds_it(
+    redis: RedisServer, store: RedisStore
+) -> None:
+    store.save_config(RunConfig(run="r"))
+    other = RedisStore(redis.url, store.prefix)
+    service = Service(
+        Monitor(store), status_interval_s=0.01, status_turn=store.status_turn
+    )
+    async with service:
+        await asyncio.sleep(0.2)  # the first statuses are out
+        assert other.status_turn("r", 1.0) == 0.0  # another worker's turn
+        taken = time.monotonic()
+        await service.ingest_payloads(
+            [
+                Payload(
+                    data=b'{"model": "a", "question": 1, "trial": 0, "correct": true}',
+                    source="test",
+                    run="r",
+                )
+            ]
+        )
+        feed = service.subscribe()
+        while True:
+            update = await asyncio.wait_for(feed.get(), timeout=5)
+            if isinstance(update, Status) and update.trials == 1:
+                break
+        waited = time.monotonic() - taken
+    other.close()
+    assert 0.8 <= waited < 3.0

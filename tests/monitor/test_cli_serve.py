@@ -1,7 +1,10 @@
-"""``serve`` and ``watch --http`` bind their port before they announce it."""
+"""``serve`` and ``watch --http`` bind their port before they announce it;
+a second ``serve`` worker on a busy port or under a taken MQTT client id
+fails clearly."""
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -12,7 +15,7 @@ from typing import cast
 
 import httpx
 
-from tests.services import free_port
+from tests.services import MosquittoBroker, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 MONITOR = [sys.executable, "-m", "monitor"]
@@ -149,3 +152,109 @@ def test_watch_http_traces_a_replayed_file_from_its_first_trials(
     counts = [point["trials"] for point in trace]
     assert counts[-1] == 6600
     assert cast(int, counts[0]) <= 250 and len(counts) >= 20
+
+
+def worker_config(
+    tmp_path: Path, broker: MosquittoBroker, prefix: str, client_id: str
+) -> Path:
+    """Memory store, MQTT on one shared subscription, one HTTP port."""
+    config = tmp_path / "worker.toml"
+    config.write_text(
+        '[store]\nkind = "memory"\n'
+        f'[mqtt]\nurl = "{broker.url}"\ntopic_prefix = "{prefix}"\n'
+        f'shared_group = "workers"\nclient_id = "{client_id}"\n'
+        f'[http]\nlisten = "127.0.0.1:{free_port()}"\n'
+    )
+    return config
+
+
+def start_serve(config: Path, listen: str | None = None) -> subprocess.Popen[str]:
+    environ = dict(os.environ)
+    if listen is not None:
+        environ["SCORIO_MONITOR_HTTP_LISTEN"] = listen
+    process = subprocess.Popen(
+        [*MONITOR, "serve", "--config", str(config)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environ,
+    )
+    assert process.stderr is not None
+    assert process.stderr.readline().startswith("scorio-monitor: serving http://")
+    return process
+
+
+def stop_all(processes: list[subprocess.Popen[str]]) -> None:
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stderr is not None:
+            process.stderr.close()
+
+
+def test_a_second_worker_from_one_config_exits_on_the_busy_port_and_the_first_serves(
+    tmp_path: Path, mosquitto: MosquittoBroker, prefix: str
+) -> None:
+    config = worker_config(tmp_path, mosquitto, prefix, "{hostname}-{pid}")
+    first = start_serve(config)
+    try:
+        second = subprocess.run(
+            [*MONITOR, "serve", "--config", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert second.returncode == 2
+        assert "cannot listen on 127.0.0.1:" in second.stderr
+        assert "Address already in use" in second.stderr
+        assert "serving" not in second.stderr
+        assert first.poll() is None
+    finally:
+        stop_all([first])
+    assert first.returncode == 0
+
+
+def test_two_workers_under_one_client_id_leave_one_running_and_one_explaining(
+    tmp_path: Path, mosquitto: MosquittoBroker, prefix: str
+) -> None:
+    config = worker_config(tmp_path, mosquitto, prefix, "one-id")
+    first = start_serve(config)
+    second = start_serve(config, listen=f"127.0.0.1:{free_port()}")
+    workers = [first, second]
+    try:
+        deadline = time.monotonic() + 60
+        while all(w.poll() is None for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        stopped = [w for w in workers if w.poll() is not None]
+        assert len(stopped) == 1
+        assert stopped[0].returncode == 2
+        assert stopped[0].stderr is not None
+        output = stopped[0].stderr.read()
+        message = output.strip().splitlines()[-1]
+        # The source's id or its publisher's ("one-id-publisher"): both clash.
+        assert message.startswith(
+            "scorio-monitor: error: another connection took MQTT client id 'one-id"
+        )
+        time.sleep(2.0)
+        assert sum(w.poll() is None for w in workers) == 1
+    finally:
+        stop_all(workers)
+
+
+def test_workers_with_per_process_client_ids_run_side_by_side(
+    tmp_path: Path, mosquitto: MosquittoBroker, prefix: str
+) -> None:
+    config = worker_config(tmp_path, mosquitto, prefix, "w-{pid}")
+    first = start_serve(config)
+    second = start_serve(config, listen=f"127.0.0.1:{free_port()}")
+    try:
+        time.sleep(8.0)  # longer than a takeover takes to be recognised
+        assert first.poll() is None and second.poll() is None
+    finally:
+        stop_all([first, second])
+    assert first.returncode == second.returncode == 0

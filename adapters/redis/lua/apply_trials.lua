@@ -5,6 +5,11 @@
 -- KEYS[3]  totals  hash  trials | duplicates | corrections -> count;
 --                        version -> how many chunks changed the counts
 -- KEYS[4]  costs   hash  JSON [model, "trials"|"tokens"|"seconds"] -> sum
+-- KEYS[5]  changes stream  one entry per version, id "<version>-0": field
+--                        w the writer, d the counts deltas as JSON
+--                        [[[model, question, prior, category], delta], ...],
+--                        c the cost sums as JSON [[model, trials, tokens,
+--                        seconds], ...]; capped at about 10,000 entries
 --
 -- ARGV[1]  n, the number of trials in the chunk
 -- ARGV[2]  r, the number of distinct rows
@@ -14,6 +19,8 @@
 --          (two decimal integers, then the JSON text verbatim)
 -- ARGV[r+n+3 ..]  four per trial that reported a cost: trial number,
 --          model as a JSON string, tokens, seconds ("" when not reported)
+-- ARGV[#ARGV]  the writer's id, kept in the change entry so it can skip
+--          its own changes
 --
 -- Returns "<version>|<previous categories>": the run's version after this
 -- chunk, then the previous category of every trial, comma-separated, -1 for
@@ -35,7 +42,8 @@ for i = 1, n do
   categories[i] = category
 end
 local cost_at = {}
-for j = r + n + 3, #ARGV, 4 do
+local writer = ARGV[#ARGV]
+for j = r + n + 3, #ARGV - 1, 4 do
   cost_at[tonumber(ARGV[j])] = j
 end
 
@@ -48,6 +56,14 @@ for first = 1, n, SLICE do
   for k = 1, #values do
     stored[first + k - 1] = values[k]
   end
+end
+
+-- The log's newest version: an entry id must grow, and a failing XADD after
+-- the writes below would leave them half done.
+local newest = redis.call('XREVRANGE', KEYS[5], '+', '-', 'COUNT', 1)
+local logged = 0
+if newest[1] then
+  logged = tonumber(string.match(newest[1][1], '^(%d+)'))
 end
 
 local latest, changed, deltas, spent, previous = {}, {}, {}, {}, {}
@@ -113,14 +129,29 @@ if corrections > 0 then
   redis.call('HINCRBY', KEYS[3], 'corrections', corrections)
 end
 local version = redis.call('HGET', KEYS[3], 'version') or '0'
+local moved, sums_out = {}, {}
+for field, delta in pairs(deltas) do
+  if delta ~= 0 then
+    moved[#moved + 1] = '[' .. field .. ',' .. delta .. ']'
+  end
+end
+for model, sums in pairs(spent) do
+  local tokens = string.format('%d', sums[2])
+  local seconds = string.format('%.17g', sums[3])
+  redis.call('HINCRBY', KEYS[4], '[' .. model .. ',"trials"]', sums[1])
+  redis.call('HINCRBY', KEYS[4], '[' .. model .. ',"tokens"]', tokens)
+  redis.call('HINCRBYFLOAT', KEYS[4], '[' .. model .. ',"seconds"]', seconds)
+  sums_out[#sums_out + 1] =
+    '[' .. model .. ',' .. sums[1] .. ',' .. tokens .. ',' .. seconds .. ']'
+end
 if new + corrections > 0 then
   version = redis.call('HINCRBY', KEYS[3], 'version', 1)
 end
-for model, sums in pairs(spent) do
-  redis.call('HINCRBY', KEYS[4], '[' .. model .. ',"trials"]', sums[1])
-  redis.call('HINCRBY', KEYS[4], '[' .. model .. ',"tokens"]',
-    string.format('%d', sums[2]))
-  redis.call('HINCRBYFLOAT', KEYS[4], '[' .. model .. ',"seconds"]',
-    string.format('%.17g', sums[3]))
+-- Other workers follow the counts through this log, not a full re-read (a
+-- version missing from it makes them read the counts whole).
+if new + corrections > 0 and version > logged then
+  redis.call('XADD', KEYS[5], 'MAXLEN', '~', 10000, version .. '-0',
+    'w', writer, 'd', '[' .. table.concat(moved, ',') .. ']',
+    'c', '[' .. table.concat(sums_out, ',') .. ']')
 end
 return version .. '|' .. table.concat(previous, ',')
