@@ -77,6 +77,10 @@ MAX_UNDECLARED_RUNS = 1000
 FORECAST_MEMO_SIZE = 4096
 # How long a plan's reservations last unless reported (see Monitor.next).
 DEFAULT_LEASE_S = 600.0
+# ingest_columns counts a call in chunks of this many trials: one chunk's
+# per-trial temporaries (lists and index arrays, a few hundred bytes a
+# trial) bound the call's peak memory, however long the columns are.
+COLUMN_CHUNK_TRIALS = 1 << 16
 
 
 class Monitor:
@@ -428,6 +432,11 @@ class Monitor:
         a bad row is dead-lettered like any other rejected input. Integer
         question and trial ids given as NumPy arrays (results files) are
         the fastest: their distinct values are found in C.
+
+        Columns longer than ``COLUMN_CHUNK_TRIALS`` are counted (and
+        committed) chunk by chunk, to bound memory: should the store fail
+        part way, the chunks before stay counted, and sending the call
+        again counts them as duplicates, not twice.
         """
         state = self._run_for_event(run)
         if state is None:
@@ -450,6 +459,42 @@ class Monitor:
             if prior is None
             else np.asarray(prior, dtype=bool).reshape(size)
         )
+        reports = [
+            self._ingest_column_chunk(
+                state,
+                model[first : first + COLUMN_CHUNK_TRIALS],
+                question[first : first + COLUMN_CHUNK_TRIALS],
+                trial[first : first + COLUMN_CHUNK_TRIALS],
+                categories[first : first + COLUMN_CHUNK_TRIALS],
+                priors[first : first + COLUMN_CHUNK_TRIALS],
+                first,
+            )
+            for first in range(0, max(size, 1), COLUMN_CHUNK_TRIALS)
+        ]
+        if len(reports) == 1:
+            return reports[0]
+        return IngestReport(
+            accepted=sum(report.accepted for report in reports),
+            duplicates=sum(report.duplicates for report in reports),
+            corrections=sum(report.corrections for report in reports),
+            rejected=tuple(r for report in reports for r in report.rejected),
+            events=tuple(e for report in reports for e in report.events),
+            runs=tuple(sorted({run for report in reports for run in report.runs})),
+        )
+
+    def _ingest_column_chunk(
+        self,
+        state: RunState,
+        model: Sequence[str],
+        question: Sequence[str | int] | NDArray[np.integer],
+        trial: Sequence[str | int] | NDArray[np.integer],
+        categories: NDArray[np.integer],
+        priors: NDArray[np.bool_],
+        offset: int,
+    ) -> IngestReport:
+        """:meth:`ingest_columns` of checked columns; ``offset``: of the call."""
+        run = state.config.run
+        size = len(model)
         questions, question_factors = _id_column(question)
         trials, trial_factors = _id_column(trial)
         category_array = categories.astype(np.int64)
@@ -482,7 +527,7 @@ class Monitor:
                 reason=reason,
                 kind=kind,
                 source="columns",
-                position=index,
+                position=offset + index,
                 raw=_row_text(batch, index),
                 run=run,
             )

@@ -169,13 +169,13 @@ class MetricValue:
 class ModelCounts:
     """One model's count table as the metrics read it.
 
-    ``observed`` and ``prior`` are ``rows x (C+1)`` (``prior`` None: no prior
-    outcomes); ``question_count`` is ``M`` (rows beyond the seen ones have no
-    trials and no prior outcomes).
+    ``observed`` and ``prior`` are ``rows x (C+1)`` non-negative integers of
+    any integer type (``prior`` None: no prior outcomes); ``question_count``
+    is ``M`` (rows beyond the seen ones have no trials and no prior outcomes).
     """
 
-    observed: NDArray[np.int64]
-    prior: NDArray[np.int64] | None
+    observed: NDArray[np.integer]
+    prior: NDArray[np.integer] | None
     question_count: int
 
 
@@ -238,7 +238,9 @@ class _Rows:
         self.model_count = len(models)
         width = models[0].observed.shape[1]
         rows = np.array([model.observed.shape[0] for model in models])
-        padding = np.zeros((self.model_count, width), dtype=np.int64)
+        # The narrowest type: the rows keep the tables' count types (a
+        # million rows of uint8 counts concatenated are 8 MB, not 64).
+        padding = np.zeros((self.model_count, width), dtype=np.uint8)
         observed = np.concatenate([m.observed for m in models] + [padding])
         columns = [observed[:, c] for c in range(width)]
         # Prior outcomes are rare: leave their columns out when there are none.
@@ -278,7 +280,7 @@ class _Rows:
 
 
 def _distinct(
-    columns: list[NDArray[np.int64]],
+    columns: list[NDArray[np.integer]],
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Distinct rows of the given columns (>= 0) and the inverse map.
 
@@ -288,7 +290,7 @@ def _distinct(
     radices = [int(column.max()) + 1 for column in columns]
     size = math.prod(radices)
     if size > 1 << 62:
-        stacked = np.stack(columns, axis=1)
+        stacked = np.stack(columns, axis=1).astype(np.int64)
         states, inverse = np.unique(stacked, axis=0, return_inverse=True)
         return states, inverse.reshape(-1)
     keys = columns[0].astype(np.int64)
