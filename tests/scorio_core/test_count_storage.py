@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scorio_core import CountTable
+from scorio_core import CountTable, count_metrics
 from scorio_core.count_metrics import MetricSpec, ModelCounts, live_metrics
 from scorio_core.question_index import QuestionIndex
 
@@ -136,3 +136,20 @@ def test_live_metrics_read_stored_counts_like_int64_copies(categories: int) -> N
     assert live_metrics(specs, stored, weights, 0.95) == live_metrics(
         specs, copies, weights, 0.95
     )
+
+
+def test_live_metrics_in_groups_of_models_equal_one_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """States are keyed a group of models at a time (bounded temporaries);
+    groups must merge into the very histogram one group gives."""
+    rng = np.random.default_rng(4)
+    models = [
+        ModelCounts(rng.integers(0, 4, (rows, 3)).astype(np.uint8), None, 12)
+        for rows in (10, 0, 7, 12, 3)
+    ]
+    specs = [MetricSpec.parse(text) for text in ("avg", "bayes", "max@2")]
+    weights = np.array([0.0, 0.3, 1.0])
+    whole = live_metrics(specs, models, weights, 0.95)
+    monkeypatch.setattr(count_metrics, "_GROUP_ROWS", 8)
+    assert live_metrics(specs, models, weights, 0.95) == whole
