@@ -468,6 +468,7 @@ class Monitor:
                 categories[first : first + COLUMN_CHUNK_TRIALS],
                 priors[first : first + COLUMN_CHUNK_TRIALS],
                 first,
+                is_last=first + COLUMN_CHUNK_TRIALS >= size,
             )
             for first in range(0, max(size, 1), COLUMN_CHUNK_TRIALS)
         ]
@@ -491,8 +492,13 @@ class Monitor:
         categories: NDArray[np.integer],
         priors: NDArray[np.bool_],
         offset: int,
+        is_last: bool,
     ) -> IngestReport:
-        """:meth:`ingest_columns` of checked columns; ``offset``: of the call."""
+        """:meth:`ingest_columns` of checked columns; ``offset``: of the call.
+
+        The look at the run (when one is due) waits for the call's last
+        chunk, as it would for the call in one piece.
+        """
         run = state.config.run
         size = len(model)
         questions, question_factors = _id_column(question)
@@ -536,7 +542,7 @@ class Monitor:
         letters = [_dead_letter(rejection, run, now) for rejection in rejections]
         if bad:
             batch = batch.without({index for index, _ in bad})
-        return self._commit([batch], letters, rejections, None, now)
+        return self._commit([batch], letters, rejections, None, now, look=is_last)
 
     def _commit(
         self,
@@ -545,6 +551,7 @@ class Monitor:
         rejections: list[Rejection],
         cursor: tuple[str, str] | None,
         now: float,
+        look: bool = True,
     ) -> IngestReport:
         previous_lists = self._store.apply(Batch(batches, letters, cursor))
         accepted = duplicates = corrections = 0
@@ -566,7 +573,8 @@ class Monitor:
             self._mark_dirty(run)
         if cursor is not None:
             self._cursors[cursor[0]] = cursor[1]
-        fired = self._look_dirty(now, force=False) if now >= self._next_look else []
+        is_due = look and now >= self._next_look
+        fired = self._look_dirty(now, force=False) if is_due else []
         return IngestReport(
             accepted=accepted,
             duplicates=duplicates,
