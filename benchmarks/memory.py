@@ -1,7 +1,8 @@
 """Memory of counted state: resident and peak RSS of a fresh process.
 
 Run: `.venv/bin/python benchmarks/memory.py` (writes
-benchmarks/results/memory.json; `--quick` for a smaller state, not written)
+benchmarks/results/memory.json, or `--output`; `--quick` for a 10x smaller
+state, not written)
 
 Every scenario runs in its own fresh Python process, which reads its memory
 from /proc/self/status (VmRSS: resident now; VmHWM: the peak so far) and
@@ -185,6 +186,7 @@ def main() -> None:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--quick", action="store_true", help="a 10x smaller state")
     parser.add_argument("--call-trials", type=int, default=100_000)
+    parser.add_argument("--output", type=Path, default=RESULTS)
     arguments = parser.parse_args()
     if arguments.child:
         child(json.loads(arguments.child))
@@ -212,7 +214,7 @@ def main() -> None:
     ]
     print(json.dumps(report, indent=2))
     if not arguments.quick:
-        RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+        arguments.output.write_text(json.dumps(report, indent=2) + "\n")
 
 
 if __name__ == "__main__":
