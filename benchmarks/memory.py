@@ -9,7 +9,7 @@ from /proc/self/status (VmRSS: resident now; VmHWM: the peak so far) and
 ``resource.getrusage`` (ru_maxrss, the same peak as the kernel counts it).
 "empty" is the process after importing the monitor and configuring the run,
 before any trial; "inputs" the same once the state's input columns are made
-(the caller's memory, 77 MB for the full state). The figures that matter
+(the caller's memory, 61 MB for the full state). The figures that matter
 are the increases over "inputs": what counting the state costs.
 
 - state: the issue's state, 100 models x 10,000 questions x 8 categories

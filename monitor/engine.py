@@ -80,7 +80,7 @@ DEFAULT_LEASE_S = 600.0
 # ingest_columns counts a call in chunks of this many trials: one chunk's
 # per-trial temporaries (lists and index arrays, a few hundred bytes a
 # trial) bound the call's peak memory, however long the columns are.
-COLUMN_CHUNK_TRIALS = 1 << 16
+COLUMN_CHUNK_TRIALS = 1 << 17
 
 
 class Monitor:
