@@ -80,6 +80,10 @@ FORECAST_MEMO_SIZE = 4096
 DEFAULT_LEASE_S = 600.0
 # Events read per store call when catching up with a run's event log.
 _EVENTS_PER_READ = 1000
+# ingest_columns counts a call in chunks of this many trials: one chunk's
+# per-trial temporaries (lists and index arrays, a few hundred bytes a
+# trial) bound the call's peak memory, however long the columns are.
+COLUMN_CHUNK_TRIALS = 1 << 17
 
 
 class Monitor:
@@ -461,6 +465,11 @@ class Monitor:
         a bad row is dead-lettered like any other rejected input. Integer
         question and trial ids given as NumPy arrays (results files) are
         the fastest: their distinct values are found in C.
+
+        Columns longer than ``COLUMN_CHUNK_TRIALS`` are counted (and
+        committed) chunk by chunk, to bound memory: should the store fail
+        part way, the chunks before stay counted, and sending the call
+        again counts them as duplicates, not twice.
         """
         state = self._run_for_event(run)
         if state is None:
@@ -483,6 +492,48 @@ class Monitor:
             if prior is None
             else np.asarray(prior, dtype=bool).reshape(size)
         )
+        reports = [
+            self._ingest_column_chunk(
+                state,
+                model[first : first + COLUMN_CHUNK_TRIALS],
+                question[first : first + COLUMN_CHUNK_TRIALS],
+                trial[first : first + COLUMN_CHUNK_TRIALS],
+                categories[first : first + COLUMN_CHUNK_TRIALS],
+                priors[first : first + COLUMN_CHUNK_TRIALS],
+                first,
+                is_last=first + COLUMN_CHUNK_TRIALS >= size,
+            )
+            for first in range(0, max(size, 1), COLUMN_CHUNK_TRIALS)
+        ]
+        if len(reports) == 1:
+            return reports[0]
+        return IngestReport(
+            accepted=sum(report.accepted for report in reports),
+            duplicates=sum(report.duplicates for report in reports),
+            corrections=sum(report.corrections for report in reports),
+            rejected=tuple(r for report in reports for r in report.rejected),
+            events=tuple(e for report in reports for e in report.events),
+            runs=tuple(sorted({run for report in reports for run in report.runs})),
+        )
+
+    def _ingest_column_chunk(
+        self,
+        state: RunState,
+        model: Sequence[str],
+        question: Sequence[str | int] | NDArray[np.integer],
+        trial: Sequence[str | int] | NDArray[np.integer],
+        categories: NDArray[np.integer],
+        priors: NDArray[np.bool_],
+        offset: int,
+        is_last: bool,
+    ) -> IngestReport:
+        """:meth:`ingest_columns` of checked columns; ``offset``: of the call.
+
+        The look at the run (when one is due) waits for the call's last
+        chunk, as it would for the call in one piece.
+        """
+        run = state.config.run
+        size = len(model)
         questions, question_factors = _id_column(question)
         trials, trial_factors = _id_column(trial)
         category_array = categories.astype(np.int64)
@@ -515,7 +566,7 @@ class Monitor:
                 reason=reason,
                 kind=kind,
                 source="columns",
-                position=index,
+                position=offset + index,
                 raw=_row_text(batch, index),
                 run=run,
             )
@@ -524,7 +575,7 @@ class Monitor:
         letters = [_dead_letter(rejection, run, now) for rejection in rejections]
         if bad:
             batch = batch.without({index for index, _ in bad})
-        return self._commit([batch], letters, rejections, None, now)
+        return self._commit([batch], letters, rejections, None, now, look=is_last)
 
     def _commit(
         self,
@@ -533,6 +584,7 @@ class Monitor:
         rejections: list[Rejection],
         cursor: tuple[str, str] | None,
         now: float,
+        look: bool = True,
     ) -> IngestReport:
         previous_lists = self._store.apply(Batch(batches, letters, cursor))
         accepted = duplicates = corrections = 0
@@ -562,7 +614,8 @@ class Monitor:
             self._mark_dirty(run)
         if cursor is not None:
             self._cursors[cursor[0]] = cursor[1]
-        fired = self._look_dirty(now, force=False) if now >= self._next_look else []
+        is_due = look and now >= self._next_look
+        fired = self._look_dirty(now, force=False) if is_due else []
         return IngestReport(
             accepted=accepted,
             duplicates=duplicates,

@@ -10,7 +10,10 @@ Layout: per (model, namespace) a grid of categories, one row per question
 and one column per distinct trial id (ids are strings; "0".."79" become 80
 columns shared by all questions), ``-1`` where no trial was seen. Rows and
 columns are numbered once per run, for all its grids, so a batch looks each
-id up once. Fifty models x 1,000 questions x 80 trials take 8 MB. A run
+id up once. A cell is one byte (int8) until a category past 127 widens its
+grid to int16, and a grid grows to the run's rows and columns, not past
+them: fifty models x 1,000 questions x 80 trials take 4 MB, a hundred
+models x 10,000 questions x 2 trials 2 MB. A run
 whose trial ids are all distinct (say UUIDs) would grow a column per trial,
 so past ``MAX_COLUMNS`` further ids go to a dict instead. A grid's array
 grows only while it holds at most ``CELLS_PER_TRIAL`` cells per trial it
@@ -40,6 +43,7 @@ MAX_COLUMNS: Final = 4096
 # array (8 MB). Cells past the array go to the overflow dict instead.
 CELLS_PER_TRIAL: Final = 16
 _START_CELLS: Final = 64 * 64
+_INT8_MAX: Final = 127
 
 
 # A (question, trial) -> category dict entry, with its key tuple: about.
@@ -78,8 +82,8 @@ class TrialGrid:
     def __init__(self, rows: dict[str, int], columns: dict[str, int]) -> None:
         self._rows = rows
         self._columns = columns
-        self._cells = np.full((8, 8), NEW, dtype=np.int16)
-        self._shape = (8, 8)
+        self._cells = np.full((1, 1), NEW, dtype=np.int8)
+        self._shape = (1, 1)
         # Trial-at-a-time access goes through a memoryview: a fifth of the
         # cost of NumPy scalar indexing.
         self._view = self._cells.data
@@ -98,6 +102,8 @@ class TrialGrid:
             row, column = _cell(self._rows, self._columns, question, trial)
         if column >= 0 and (row >= self._shape[0] or column >= self._shape[1]):
             self._cover(row, column, self._size + 1)
+        if category > _INT8_MAX:
+            self._hold(category)
         if column < 0 or row >= self._shape[0] or column >= self._shape[1]:
             previous = self._overflow.get((question, trial), NEW)
             self._overflow[(question, trial)] = category
@@ -133,6 +139,8 @@ class TrialGrid:
         -1 (past ``MAX_COLUMNS``) is recorded by its ``ids(index)``.
         """
         previous = np.empty(len(rows), dtype=np.int64)
+        if len(categories):
+            self._hold(int(categories.max()))
         dense = columns >= 0
         if dense.any():
             self._cover(
@@ -202,14 +210,12 @@ class TrialGrid:
         rows, columns = self._shape
         if row < rows and column < columns:
             return
-        while rows <= row:
-            rows *= 2
-        while columns <= column:
-            columns *= 2
+        rows = _grown(rows, row, len(self._rows))
+        columns = _grown(columns, column, len(self._columns))
         if rows * columns > max(_START_CELLS, CELLS_PER_TRIAL * trials):
             return
         old = self._cells
-        new = np.full((rows, columns), NEW, dtype=np.int16)
+        new = np.full((rows, columns), NEW, dtype=old.dtype)
         new[: old.shape[0], : old.shape[1]] = old
         self._cells = new
         self._shape = (rows, columns)
@@ -222,6 +228,26 @@ class TrialGrid:
             if 0 <= column < columns and row < rows:
                 self._view[row, column] = category
                 del self._overflow[(question, trial)]
+
+    def _hold(self, category: int) -> None:
+        """Widen the cells to int16 if ``category`` does not fit in int8."""
+        if category > _INT8_MAX and self._cells.dtype == np.int8:
+            self._cells = self._cells.astype(np.int16)
+            self._view = self._cells.data
+
+
+def _grown(size: int, index: int, numbered: int) -> int:
+    """A new size for a grid side that must take ``index``.
+
+    Doubling, but not past the ids the run has numbered (every grid would
+    otherwise carry up to twice the run's rows), and at least 1.5 times the
+    old size so a run numbering ids one at a time grows its grids at an
+    amortized constant cost.
+    """
+    grown = size
+    while grown <= index:
+        grown *= 2
+    return max(index + 1, min(grown, max(numbered, size + size // 2)))
 
 
 class Ledger:

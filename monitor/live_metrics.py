@@ -32,14 +32,17 @@ def model_metrics(
         return []
     specs = [MetricSpec.parse(AVG)]
     specs += [MetricSpec.parse(text) for text in config.metrics if text != AVG]
-    counts = [
-        ModelCounts(
-            tables[name].observed_counts,
-            tables[name].prior_counts if tables[name].prior_trial_count else None,
-            tables[name].question_count,
+    counts = []
+    for name in names:
+        table = tables[name]
+        observed, prior = table.count_views()
+        counts.append(
+            ModelCounts(
+                observed,
+                prior if table.prior_trial_count else None,
+                table.question_count,
+            )
         )
-        for name in names
-    ]
     weights = tables[names[0]].weights
     values = live_metrics(specs, counts, weights, config.confidence)
     return [

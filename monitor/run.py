@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -31,6 +31,7 @@ from monitor.store import (
 )
 from scorio_core import CountTable
 from scorio_core.posterior import clipped_interval, z_value
+from scorio_core.question_index import QuestionIndex
 from scorio_core.stopping import StoppingRule
 
 # Why a trial was refused: a kind (for metrics) and a sentence (for people).
@@ -56,8 +57,9 @@ class RunState:
         self._z = z_value(config.confidence)
         self.tables: dict[str, CountTable] = {}
         self.costs: dict[str, ModelCost] = {}
-        self.questions: list[str] = list(config.questions or [])
-        self._question_set = set(self.questions)
+        # The run's questions, numbered once for all its models' tables.
+        self._index = QuestionIndex(config.questions or [])
+        self._question_rows = self._index.rows
         self._allowed_models = None if config.models is None else set(config.models)
         self._category_count = len(config.weights)
         for model in config.models or []:
@@ -69,6 +71,11 @@ class RunState:
         if rule is None:
             rule = self._rules[boundaries] = build_rule(self.config, boundaries)
         return rule
+
+    @property
+    def questions(self) -> list[str]:
+        """Questions declared or seen, in first-seen order (read only)."""
+        return cast("list[str]", self._index.questions)
 
     @property
     def question_count(self) -> int:
@@ -84,8 +91,11 @@ class RunState:
         """The model's count table, created on first sight."""
         table = self.tables.get(model)
         if table is None:
-            table = CountTable(self.config.weights, self.config.declared_question_count)
-            table.declare(self.questions)
+            table = CountTable(
+                self.config.weights,
+                self.config.declared_question_count,
+                index=self._index,
+            )
             self.tables[model] = table
         return table
 
@@ -145,7 +155,7 @@ class RunState:
             )
         if category >= self._category_count:
             return ("category", self._category_reason(category))
-        if question in self._question_set and (
+        if question in self._question_rows and (
             self._allowed_models is None or model in self._allowed_models
         ):
             return None
@@ -174,7 +184,7 @@ class RunState:
         allowed = self._allowed_models
         if allowed is not None and not allowed.issuperset(models):
             return False
-        known = self._question_set
+        known = self._question_rows
         unseen = [q for q in questions if q not in known and q not in new_questions]
         if not unseen:
             return True
@@ -271,7 +281,7 @@ class RunState:
             and model not in self._allowed_models
         ):
             return ("undeclared", f"model {model!r} is not declared for run {run!r}")
-        if question in self._question_set or question in new_questions:
+        if question in self._question_rows or question in new_questions:
             return None
         if self.config.questions is not None:
             return (
@@ -303,7 +313,7 @@ class RunState:
             if before == category:
                 continue
             question = batch.question[index]
-            if question not in self._question_set:
+            if question not in self._question_rows:
                 self.add_question(question)
             key = (batch.model[index], batch.prior[index])
             questions, categories, deltas = changes.setdefault(key, ([], [], []))
@@ -353,7 +363,7 @@ class RunState:
         """:meth:`apply` of one trial the store classified as ``before``."""
         if before == category:
             return
-        if question not in self._question_set:
+        if question not in self._question_rows:
             self.add_question(question)
         table = self.tables.get(model) or self.table(model)
         table.update(question, category, 1, prior=prior)
@@ -370,7 +380,7 @@ class RunState:
             return
         questions = batch.factors("question")
         for question in questions.values:
-            if question not in self._question_set:
+            if question not in self._question_rows:
                 self.add_question(question)
         width = self._category_count
         for (model, prior), chosen in group_indices(batch):
@@ -411,35 +421,28 @@ class RunState:
         cost.seconds += seconds or 0.0
 
     def add_question(self, question: str) -> None:
-        if question in self._question_set:
-            return
-        self._question_set.add(question)
-        self.questions.append(question)
-        for table in self.tables.values():
-            table.declare((question,))
+        # Declared in every table at once: they share the index.
+        self._index.add(question)
 
     def restore(self, counts: dict[str, ModelCounts]) -> None:
         """Rebuild every table from stored counts (restart, or shared store)."""
         for model_counts in counts.values():
             for question in model_counts.questions:
-                if question not in self._question_set:
-                    self._question_set.add(question)
-                    self.questions.append(question)
+                self._index.add(question)
         self.tables = {}
         self.costs = {}
         for model, model_counts in sorted(counts.items()):
             width = self._category_count
             observed = _matrix(model_counts.observed, width)
             prior = _matrix(model_counts.prior, width)
-            table = CountTable.from_state(
+            self.tables[model] = CountTable.from_state(
                 self.config.weights,
                 model_counts.questions,
                 observed,
                 prior,
                 self.config.declared_question_count,
+                index=self._index,
             )
-            table.declare(self.questions)
-            self.tables[model] = table
             if model_counts.costed_trials:
                 self.costs[model] = ModelCost(
                     model_counts.costed_trials,
@@ -458,7 +461,7 @@ class RunState:
         """
         grouped: dict[tuple[str, bool], tuple[list[str], list[int], list[int]]] = {}
         for (model, question, prior, category), delta in changes.cells.items():
-            if question not in self._question_set:
+            if question not in self._question_rows:
                 self.add_question(question)
             questions, categories, deltas = grouped.setdefault(
                 (model, prior), ([], [], [])

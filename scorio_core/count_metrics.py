@@ -169,13 +169,13 @@ class MetricValue:
 class ModelCounts:
     """One model's count table as the metrics read it.
 
-    ``observed`` and ``prior`` are ``rows x (C+1)`` (``prior`` None: no prior
-    outcomes); ``question_count`` is ``M`` (rows beyond the seen ones have no
-    trials and no prior outcomes).
+    ``observed`` and ``prior`` are ``rows x (C+1)`` non-negative integers of
+    any integer type (``prior`` None: no prior outcomes); ``question_count``
+    is ``M`` (rows beyond the seen ones have no trials and no prior outcomes).
     """
 
-    observed: NDArray[np.int64]
-    prior: NDArray[np.int64] | None
+    observed: NDArray[np.integer]
+    prior: NDArray[np.integer] | None
     question_count: int
 
 
@@ -237,36 +237,24 @@ class _Rows:
     def __init__(self, models: Sequence[ModelCounts]) -> None:
         self.model_count = len(models)
         width = models[0].observed.shape[1]
-        rows = np.array([model.observed.shape[0] for model in models])
-        padding = np.zeros((self.model_count, width), dtype=np.int64)
-        observed = np.concatenate([m.observed for m in models] + [padding])
-        columns = [observed[:, c] for c in range(width)]
         # Prior outcomes are rare: leave their columns out when there are none.
         has_prior = any(m.prior is not None and m.prior.any() for m in models)
-        if has_prior:
-            prior = np.concatenate(
-                [
-                    m.prior if m.prior is not None else np.zeros_like(m.observed)
-                    for m in models
-                ]
-                + [padding]
-            )
-            columns += [prior[:, c] for c in range(width)]
-        indices = np.arange(self.model_count)
-        owner = np.concatenate([np.repeat(indices, rows), indices])
-        unseen = np.array([m.question_count for m in models]) - rows
-        weight = np.concatenate(
-            [np.ones(int(rows.sum())), np.maximum(unseen, 0).astype(np.float64)]
-        )
-        states, inverse = _distinct(columns)
+        blocks = [_block(model, has_prior) for model in models]
+        unseen = np.maximum(
+            [m.question_count - m.observed.shape[0] for m in models], 0
+        ).astype(np.float64)
+        # A state is keyed by a mixed-radix number of its counts; the empty
+        # state (key 0) is always one of them.
+        radices = [
+            int(max((int(b[:, c].max()) for b in blocks if b.size), default=0)) + 1
+            for c in range(blocks[0].shape[1])
+        ]
+        if math.prod(radices) > 1 << 62:
+            states, self.histogram = _sorted_states(blocks, unseen)
+        else:
+            states, self.histogram = _keyed_states(blocks, unseen, radices)
         self.observed = states[:, :width]
         self.prior = states[:, width:] if has_prior else np.zeros_like(self.observed)
-        size = states.shape[0]
-        self.histogram = np.bincount(
-            owner * size + inverse,
-            weights=weight,
-            minlength=self.model_count * size,
-        ).reshape(self.model_count, size)
         self.question_counts = self.histogram.sum(axis=1)
 
     def total(self, values: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -277,36 +265,104 @@ class _Rows:
         return self.total(seen.astype(np.float64))
 
 
-def _distinct(
-    columns: list[NDArray[np.int64]],
-) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Distinct rows of the given columns (>= 0) and the inverse map.
+def _block(model: ModelCounts, has_prior: bool) -> NDArray[np.integer]:
+    """A model's rows of observed (and, if any model has them, prior) counts."""
+    if not has_prior:
+        return model.observed
+    prior = model.prior if model.prior is not None else np.zeros_like(model.observed)
+    return np.hstack([model.observed, prior])
 
-    Rows are keyed by a mixed-radix number; a small key space is counted with
-    bincount in linear time, a larger one sorted.
-    """
-    radices = [int(column.max()) + 1 for column in columns]
+
+# Rows keyed at once by _keyed_states (a group of whole models): bounds its
+# temporaries (about 60 bytes a row) to a few MB however many models there
+# are, while a status of tens of models still takes a single group.
+_GROUP_ROWS = 1 << 17
+
+
+def _keyed_states(
+    blocks: list[NDArray[np.integer]],
+    unseen: NDArray[np.float64],
+    radices: list[int],
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Distinct states (in key order) and the models x states histogram."""
+    groups: list[tuple[NDArray[np.int64], NDArray[np.float64]]] = []
+    first = rows = 0
+    for last, block in enumerate(blocks):
+        rows += block.shape[0]
+        if rows >= _GROUP_ROWS or last == len(blocks) - 1:
+            groups.append(_group_states(blocks[first : last + 1], radices))
+            first, rows = last + 1, 0
+    if len(groups) == 1:
+        all_keys, histogram = groups[0]
+    else:
+        all_keys = np.unique(np.concatenate([keys for keys, _ in groups]))
+        histogram = np.concatenate(
+            [
+                _spread(part, np.searchsorted(all_keys, keys), all_keys.size)
+                for keys, part in groups
+            ]
+        )
+    histogram[:, 0] += unseen  # the empty state has key 0, the smallest
+    states = np.empty((all_keys.size, len(radices)), dtype=np.int64)
+    remainder = all_keys.copy()
+    for index in range(len(radices) - 1, -1, -1):
+        states[:, index] = remainder % radices[index]
+        remainder //= radices[index]
+    return states, histogram
+
+
+def _group_states(
+    blocks: list[NDArray[np.integer]], radices: list[int]
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Distinct keys of some models' rows (and 0) and their histogram."""
+    stacked = np.concatenate(blocks)
+    keys = np.zeros(stacked.shape[0] + 1, dtype=np.int64)  # and the empty key
+    for column, radix in enumerate(radices):
+        keys *= radix
+        keys[:-1] += stacked[:, column]
     size = math.prod(radices)
-    if size > 1 << 62:
-        stacked = np.stack(columns, axis=1)
-        states, inverse = np.unique(stacked, axis=0, return_inverse=True)
-        return states, inverse.reshape(-1)
-    keys = columns[0].astype(np.int64)
-    for column, radix in zip(columns[1:], radices[1:], strict=True):
-        keys = keys * radix + column
-    if size <= 1 << 22:
+    # A key space about the size of the rows is counted in linear time.
+    if size <= max(1 << 16, keys.size):
         present = np.flatnonzero(np.bincount(keys, minlength=size))
         lookup = np.empty(size, dtype=np.int64)
         lookup[present] = np.arange(present.size)
-        unique_keys, inverse = present, lookup[keys]
+        inverse = lookup[keys]
     else:
-        unique_keys, inverse = np.unique(keys, return_inverse=True)
-    states = np.empty((unique_keys.size, len(columns)), dtype=np.int64)
-    remainder = unique_keys.copy()
-    for index in range(len(columns) - 1, -1, -1):
-        states[:, index] = remainder % radices[index]
-        remainder //= radices[index]
-    return states, inverse.reshape(-1)
+        present, inverse = np.unique(keys, return_inverse=True)
+    owner = np.repeat(np.arange(len(blocks)), [block.shape[0] for block in blocks])
+    codes = owner * present.size + inverse[:-1]
+    histogram = np.bincount(codes, minlength=len(blocks) * present.size)
+    return present, histogram.reshape(len(blocks), present.size).astype(np.float64)
+
+
+def _spread(
+    part: NDArray[np.float64], columns: NDArray[np.int64], width: int
+) -> NDArray[np.float64]:
+    """A group's histogram with its states at ``columns`` of ``width``."""
+    spread = np.zeros((part.shape[0], width))
+    spread[:, columns] = part
+    return spread
+
+
+def _sorted_states(
+    blocks: list[NDArray[np.integer]], unseen: NDArray[np.float64]
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """:func:`_keyed_states` for counts too large to key in 62 bits."""
+    padding = np.zeros((len(blocks), blocks[0].shape[1]), dtype=np.int64)
+    stacked = np.concatenate([*blocks, padding]).astype(np.int64)
+    states, inverse = np.unique(stacked, axis=0, return_inverse=True)
+    indices = np.arange(len(blocks))
+    owner = np.concatenate(
+        [np.repeat(indices, [block.shape[0] for block in blocks]), indices]
+    )
+    weight = np.concatenate([np.ones(stacked.shape[0] - len(blocks)), unseen])
+    size = states.shape[0]
+    histogram = np.bincount(
+        owner * size + inverse.reshape(-1),
+        weights=weight,
+        minlength=len(blocks) * size,
+    )
+    return states, np.asarray(histogram, dtype=np.float64).reshape(len(blocks), size)
 
 
 Pair = tuple[float, float] | None

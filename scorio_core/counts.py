@@ -11,7 +11,14 @@ Storage: NumPy arrays with a row per question, read and written one cell
 at a time through memoryviews on the streaming path (a fifth of the cost of
 NumPy scalar indexing) and as whole blocks on the batch path. Both paths
 compute a question's terms with the same float operations in the same
-order, so they agree to the last bit.
+order, so they agree to the last bit. Counts are kept in the narrowest
+unsigned type that holds them (uint8 first), widened when one would not
+fit, and the Dirichlet parameters ``nu = observed + prior + 1`` are derived
+when needed, not stored: 100 models x 10,000 questions x 8 categories take
+16 MB of counts, not 192 MB. Tables of one run may share a
+:class:`~scorio_core.question_index.QuestionIndex`, so questions are
+numbered once for all models; a row another table added is empty here
+until this table touches it.
 
 Float drift: each update moves the running sums by one rounding of size
 ``eps * |sum|``; every ``max(1024, rows // 8)`` updates the sums are replaced
@@ -25,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable, Sequence
-from typing import Final, cast
+from typing import Any, Final, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -39,9 +46,12 @@ from scorio_core.posterior import (
     row_term,
     z_value,
 )
+from scorio_core.question_index import QuestionIndex
 
 _MIN_RESYNC_INTERVAL: Final = 1024
 _INITIAL_ROWS: Final = 8
+# Count types, narrowest first; a count that does not fit widens its array.
+_COUNT_TYPES: Final = (np.uint8, np.uint16, np.uint32, np.int64)
 
 
 def category_counts(
@@ -62,6 +72,8 @@ class CountTable:
         w: Category weights, length ``C+1``.
         question_count: The benchmark's declared number of questions ``M``;
             ``None`` for an open table where ``M`` is the questions seen.
+        index: A question numbering shared with other tables (the models
+            of one run); every question in it is declared in this table.
 
     Examples:
         >>> table = CountTable([0.0, 1.0], question_count=2)
@@ -78,11 +90,10 @@ class CountTable:
         "_declared_count",
         "_empty_mean",
         "_empty_variance",
+        "_index",
         "_mean_sum",
         "_means",
         "_means_view",
-        "_nu",
-        "_nu_view",
         "_observed",
         "_observed_view",
         "_prior",
@@ -94,6 +105,7 @@ class CountTable:
         "_row_trials_view",
         "_rows",
         "_scaled",
+        "_size",
         "_synced",
         "_trial_count",
         "_variance_sum",
@@ -103,21 +115,26 @@ class CountTable:
         "_width",
     )
 
-    # Row storage (see the module doc); views alias the arrays.
-    _observed: NDArray[np.int64]
-    _prior: NDArray[np.int64]
-    _nu: NDArray[np.int64]
-    _row_trials: NDArray[np.int64]
+    # Row storage (see the module doc); views alias the arrays. Count
+    # arrays have one of the _COUNT_TYPES.
+    _observed: NDArray[np.integer]
+    _prior: NDArray[np.integer]
+    _row_trials: NDArray[np.integer]
     _means: NDArray[np.float64]
     _variances: NDArray[np.float64]
     _observed_view: memoryview
     _prior_view: memoryview
-    _nu_view: memoryview
     _row_trials_view: memoryview
     _means_view: memoryview[float]
     _variances_view: memoryview[float]
 
-    def __init__(self, w: ArrayLike, question_count: int | None = None) -> None:
+    def __init__(
+        self,
+        w: ArrayLike,
+        question_count: int | None = None,
+        *,
+        index: QuestionIndex | None = None,
+    ) -> None:
         weights = check.weights(w)
         if question_count is not None:
             question_count = check.integer(question_count, "question_count")
@@ -128,13 +145,20 @@ class CountTable:
         self._scaled = ScaledWeights.from_weights(weights)
         self._declared_count = question_count
         self._width = weights.size
-        self._rows: dict[Hashable, int] = {}
-        self._questions: list[Hashable] = []
+        self._index = QuestionIndex() if index is None else index
+        # Aliases of the index's numbering (read only here).
+        self._rows = self._index.rows
+        self._questions = self._index.questions
+        # Rows the arrays and sums take in; the index's later rows are empty.
+        self._size = 0
         self._trial_count = 0
         self._prior_trial_count = 0
         self._empty_mean, self._empty_variance = row_term(
             [1] * weights.size, self._scaled
         )
+        self._observed = np.zeros((0, weights.size), dtype=np.uint8)
+        self._prior = np.zeros((0, weights.size), dtype=np.uint8)
+        self._row_trials = np.zeros(0, dtype=np.uint8)
         self._allocate(_INITIAL_ROWS)
         self._mean_sum = 0.0
         self._variance_sum = 0.0
@@ -169,6 +193,8 @@ class CountTable:
         observed: ArrayLike,
         prior: ArrayLike | None = None,
         question_count: int | None = None,
+        *,
+        index: QuestionIndex | None = None,
     ) -> CountTable:
         """Rebuild from stored sufficient statistics (counts per question).
 
@@ -178,6 +204,8 @@ class CountTable:
             observed: ``rows x (C+1)`` observed counts (non-negative integers).
             prior: Optional ``rows x (C+1)`` prior-outcome counts.
             question_count: Declared ``M`` or ``None`` for an open table.
+            index: A question numbering shared with other tables; the
+                questions are added to it.
         """
         weights = check.weights(w)
         shape = (len(questions), weights.size)
@@ -190,7 +218,12 @@ class CountTable:
         if len(set(questions)) != len(questions):
             raise ValueError("questions must be distinct")
         return cls._from_trusted(
-            weights, list(questions), observed_counts, prior_counts, question_count
+            weights,
+            list(questions),
+            observed_counts,
+            prior_counts,
+            question_count,
+            index,
         )
 
     @classmethod
@@ -201,30 +234,35 @@ class CountTable:
         observed: NDArray[np.int64],
         prior: NDArray[np.int64],
         question_count: int | None,
+        index: QuestionIndex | None = None,
     ) -> CountTable:
-        table = cls(weights, question_count)
-        if question_count is not None and len(questions) > question_count:
+        table = cls(weights, question_count, index=index)
+        known = table._index
+        total = len(known) + sum(question not in known for question in questions)
+        if question_count is not None and total > question_count:
             raise ValueError(
-                f"{len(questions)} questions exceed question_count={question_count}"
+                f"{total} questions exceed question_count={question_count}"
             )
-        size = len(questions)
-        table._allocate(max(size, _INITIAL_ROWS))
-        table._questions = questions
-        table._rows = {question: row for row, question in enumerate(questions)}
-        table._observed[:size] = observed
-        table._prior[:size] = prior
-        table._nu[:size] = observed + prior + 1
+        rows = np.fromiter(map(known.add, questions), np.int64, len(questions))
+        table._take_rows()
+        table._observed = _holding(table._observed, observed)
+        table._prior = _holding(table._prior, prior)
+        trials = observed.sum(axis=1)
+        table._row_trials = _holding(table._row_trials, trials)
+        table._refresh_views()
+        table._observed[rows] = observed
+        table._prior[rows] = prior
         table._trial_count = int(observed.sum())
         table._prior_trial_count = int(prior.sum())
-        table._row_trials[:size] = observed.sum(axis=1)
-        means, variances = _row_terms(table._nu[:size], table._scaled)
-        table._means[:size] = means
-        table._variances[:size] = variances
+        table._row_trials[rows] = trials
+        means, variances = _row_terms(table._nu(rows), table._scaled)
+        table._means[rows] = means
+        table._variances[rows] = variances
         table.resync()
         return table
 
     def copy(self) -> CountTable:
-        """An independent copy."""
+        """An independent copy (with its own question numbering)."""
         return CountTable._from_trusted(
             self._weights,
             list(self._questions),
@@ -273,6 +311,8 @@ class CountTable:
                     f"cannot retract a trial of unseen question {question!r}"
                 )
             row = self._add_row(question)
+        elif row >= self._size:
+            self._take_rows()
         # Views are flat: cell (row, category) is row * width + category.
         cell = row * width + category
         counts = self._prior_view if prior else self._observed_view
@@ -282,25 +322,37 @@ class CountTable:
                 f"count of category {category} on question {question!r} would become "
                 f"negative ({count - delta} + {delta})"
             )
-        counts[cell] = count
-        nu = self._nu_view
-        nu[cell] += delta
+        try:
+            counts[cell] = count
+        except ValueError:  # past the array's type: widen it
+            self._widen(prior, count)
+            counts = self._prior_view if prior else self._observed_view
+            counts[cell] = count
         if prior:
             self._prior_trial_count += delta
         else:
             self._trial_count += delta
-            self._row_trials_view[row] += delta
+            trials = self._row_trials_view[row] + delta
+            try:
+                self._row_trials_view[row] = trials
+            except ValueError:
+                self._row_trials = _holding(self._row_trials, trials)
+                self._refresh_views()
+                self._row_trials_view[row] = trials
         # O(C): recompute this question's terms and move the sums by the change.
         if width == 2:
             # row_term's binary case, inline on the hot path (the same float
             # operations; a test holds the two paths equal to the last bit).
-            failed, passed = nu[cell - category], nu[cell - category + 1]
+            observed, prior_counts = self._observed_view, self._prior_view
+            first = cell - category
+            failed = observed[first] + prior_counts[first] + 1
+            passed = observed[first + 1] + prior_counts[first + 1] + 1
             total = failed + passed
             share = passed / total
             mean = self._scaled.unit[1] * share
             variance = share * (1.0 - share) / (total + 1)
         else:
-            mean, variance = row_term(self._nu[row].tolist(), self._scaled)
+            mean, variance = row_term(self._nu(row).tolist(), self._scaled)
         means, variances = self._means_view, self._variances_view
         self._mean_sum += mean - means[row]
         self._variance_sum += variance - variances[row]
@@ -372,6 +424,7 @@ class CountTable:
         Checks first, then updates the touched rows as whole arrays; each
         row's terms are the ones :meth:`update` would compute.
         """
+        self._take_rows()
         found: list[int | None] = [self._rows.get(question) for question in questions]
         table = self._prior if prior else self._observed
         # Only rows with a retraction can fail the checks below.
@@ -401,15 +454,21 @@ class CountTable:
             ]
             table = self._prior if prior else self._observed  # may have grown
         rows = np.fromiter(found, np.int64, len(found))
-        table[rows] += deltas
-        self._nu[rows] += deltas
+        counts = table[rows].astype(np.int64) + deltas
+        if counts.size and int(counts.max()) > np.iinfo(table.dtype).max:
+            self._widen(prior, int(counts.max()))
+            table = self._prior if prior else self._observed
+        table[rows] = counts
         trials = deltas.sum(axis=1)
         if prior:
             self._prior_trial_count += int(trials.sum())
         else:
             self._trial_count += int(trials.sum())
-            self._row_trials[rows] += trials
-        means, variances = _row_terms(self._nu[rows], self._scaled)
+            row_trials = self._row_trials[rows].astype(np.int64) + trials
+            self._row_trials = _holding(self._row_trials, row_trials)
+            self._refresh_views()
+            self._row_trials[rows] = row_trials
+        means, variances = _row_terms(self._nu(rows), self._scaled)
         self._mean_sum += float((means - self._means[rows]).sum())
         self._variance_sum += float((variances - self._variances[rows]).sum())
         self._means[rows] = means
@@ -445,11 +504,11 @@ class CountTable:
         A synced table's ``mu`` and ``sigma`` depend on its counts only, not
         on the order the updates came in, to the last bit.
         """
-        return self._synced
+        return self._synced and self._size == len(self._questions)
 
     def resync(self) -> None:
         """Recompute the running sums exactly from the rows (O(M))."""
-        size = len(self._questions)
+        size = self._take_rows()
         self._mean_sum = math.fsum(self._means[:size].tolist())
         self._variance_sum = math.fsum(self._variances[:size].tolist())
         self._synced = True
@@ -497,27 +556,45 @@ class CountTable:
     @property
     def observed_counts(self) -> NDArray[np.int64]:
         """``rows x (C+1)`` observed counts, rows in :attr:`questions` order."""
-        return _readonly(self._observed[: len(self._questions)].copy())
+        size = self._take_rows()
+        return _readonly(self._observed[:size].astype(np.int64))
 
     @property
     def prior_counts(self) -> NDArray[np.int64]:
         """``rows x (C+1)`` prior-outcome counts."""
-        return _readonly(self._prior[: len(self._questions)].copy())
+        size = self._take_rows()
+        return _readonly(self._prior[:size].astype(np.int64))
+
+    def count_views(self) -> tuple[NDArray[np.integer], NDArray[np.integer]]:
+        """Observed and prior counts as stored, without a copy.
+
+        Read-only views in the table's count type (as narrow as uint8, so
+        do arithmetic in a wider type); they change with the table. For
+        reads over many tables at once, where int64 copies would take eight
+        times the memory.
+        """
+        size = self._take_rows()
+        observed, prior = self._observed[:size].view(), self._prior[:size].view()
+        observed.setflags(write=False)
+        prior.setflags(write=False)
+        return observed, prior
 
     @property
     def question_trials(self) -> NDArray[np.int64]:
         """Observed trials per question, in :attr:`questions` order."""
-        return _readonly(self._row_trials[: len(self._questions)].copy())
+        size = self._take_rows()
+        return _readonly(self._row_trials[:size].astype(np.int64))
 
     def trials_for(self, questions: Sequence[Hashable]) -> list[int]:
         """Observed trials of each given question (0 for unseen ones)."""
+        self._take_rows()
         rows, trials = self._rows, self._row_trials_view
         return [trials[rows[q]] if q in rows else 0 for q in questions]
 
     @property
     def least_question_trials(self) -> int:
         """Fewest observed trials on any of the ``M`` questions (0 if any unseen)."""
-        size = len(self._questions)
+        size = self._take_rows()
         if not size or self.question_count > size:
             return 0
         return int(self._row_trials[:size].min())
@@ -525,7 +602,7 @@ class CountTable:
     def counts(self, question: Hashable) -> tuple[int, ...]:
         """Observed counts per category of one question (zeros if unseen)."""
         row = self._rows.get(question)
-        if row is None:
+        if row is None or row >= self._size:
             return (0,) * self.category_count
         return tuple(self._observed[row].tolist())
 
@@ -537,17 +614,16 @@ class CountTable:
     @property
     def mu(self) -> float:
         """Posterior mean of the benchmark score."""
+        # Rows past the arrays' (questions not seen yet) are empty.
         size = self._declared_count or max(len(self._questions), 1)
-        mean_sum = self._mean_sum + (size - len(self._questions)) * self._empty_mean
+        mean_sum = self._mean_sum + (size - self._size) * self._empty_mean
         return self._scaled.offset + self._scaled.scale * (mean_sum / size)
 
     @property
     def sigma(self) -> float:
         """Posterior standard deviation of the benchmark score."""
         size = self._declared_count or max(len(self._questions), 1)
-        variance_sum = (
-            self._variance_sum + (size - len(self._questions)) * self._empty_variance
-        )
+        variance_sum = self._variance_sum + (size - self._size) * self._empty_variance
         if variance_sum <= 0.0:  # a rounding below zero
             return 0.0
         return self._scaled.scale * math.sqrt(variance_sum) / size
@@ -562,12 +638,12 @@ class CountTable:
         ``unit_variance / sigma**2`` is the model's variance-weighted
         information (prior included). O(M), read when a look needs it.
         """
-        size = len(self._questions)
+        size = self._take_rows()
         declared = self._declared_count or max(size, 1)
         # T_a + 1 = trials + prior outcomes + the C+1 uniform prior counts + 1.
-        totals = self._row_trials[:size] + (self._width + 1)
+        totals = self._row_trials[:size].astype(np.int64) + (self._width + 1)
         if self._prior_trial_count:
-            totals = totals + self._prior[:size].sum(axis=1)
+            totals = totals + self._prior[:size].sum(axis=1, dtype=np.int64)
         spread = self._variances[:size] * totals
         unseen = (declared - size) * self._empty_variance * (self._width + 1)
         total = float(spread.sum()) + unseen
@@ -602,7 +678,7 @@ class CountTable:
         """
         means: list[float] = []
         variances: list[float] = []
-        size = len(self._questions)
+        size = self._take_rows()
         priors = self._prior[:size].tolist()
         for row, counts in enumerate(self._observed[:size].tolist()):
             trials = sum(counts)
@@ -625,28 +701,66 @@ class CountTable:
 
     def _allocate(self, capacity: int) -> None:
         """(Re)allocate the arrays for ``capacity`` rows, keeping those in use."""
-        width, size = self._width, len(self._questions)
-        observed = np.zeros((capacity, width), dtype=np.int64)
-        prior = np.zeros((capacity, width), dtype=np.int64)
-        nu = np.ones((capacity, width), dtype=np.int64)
-        row_trials = np.zeros(capacity, dtype=np.int64)
+        width, size = self._width, self._size
+        observed = np.zeros((capacity, width), dtype=self._observed.dtype)
+        prior = np.zeros((capacity, width), dtype=self._prior.dtype)
+        row_trials = np.zeros(capacity, dtype=self._row_trials.dtype)
         means = np.full(capacity, self._empty_mean)
         variances = np.full(capacity, self._empty_variance)
         if size:
             observed[:size] = self._observed[:size]
             prior[:size] = self._prior[:size]
-            nu[:size] = self._nu[:size]
             row_trials[:size] = self._row_trials[:size]
             means[:size] = self._means[:size]
             variances[:size] = self._variances[:size]
-        # Flat views: one-dimensional indexing is the cheapest there is.
-        self._observed, self._observed_view = observed, observed.reshape(-1).data
-        self._prior, self._prior_view = prior, prior.reshape(-1).data
-        self._nu, self._nu_view = nu, nu.reshape(-1).data
-        self._row_trials, self._row_trials_view = row_trials, row_trials.data
-        self._means, self._means_view = means, cast("memoryview[float]", means.data)
-        self._variances = variances
-        self._variances_view = cast("memoryview[float]", variances.data)
+        self._observed, self._prior, self._row_trials = observed, prior, row_trials
+        self._means, self._variances = means, variances
+        self._refresh_views()
+
+    def _refresh_views(self) -> None:
+        """Flat memoryviews of the arrays: the cheapest one-cell indexing."""
+        self._observed_view = self._observed.reshape(-1).data
+        self._prior_view = self._prior.reshape(-1).data
+        self._row_trials_view = self._row_trials.data
+        self._means_view = cast("memoryview[float]", self._means.data)
+        self._variances_view = cast("memoryview[float]", self._variances.data)
+
+    def _widen(self, prior: bool, count: int) -> None:
+        """Give the observed (or prior) counts a type that holds ``count``."""
+        if prior:
+            self._prior = _holding(self._prior, count)
+        else:
+            self._observed = _holding(self._observed, count)
+        self._refresh_views()
+
+    def _nu(self, rows: int | NDArray[np.int64]) -> NDArray[np.int64]:
+        """Dirichlet parameters of rows: observed + prior counts + 1."""
+        nu: NDArray[np.int64] = (
+            self._observed[rows].astype(np.int64) + self._prior[rows] + 1
+        )
+        return nu
+
+    def _take_rows(self) -> int:
+        """Take in the index's rows added since (by this table or another).
+
+        They hold no trials here, so each adds the empty terms to the sums.
+        Returns the number of rows.
+        """
+        count = len(self._questions)
+        added = count - self._size
+        if added:
+            capacity = self._row_trials.shape[0]
+            if count > capacity:
+                while capacity < count:
+                    capacity *= 2
+                if self._declared_count is not None:
+                    capacity = max(count, min(capacity, self._declared_count))
+                self._allocate(capacity)
+            self._mean_sum += added * self._empty_mean
+            self._variance_sum += added * self._empty_variance
+            self._size = count
+            self._synced = False
+        return count
 
     def _add_row(self, question: Hashable) -> int:
         if (
@@ -657,15 +771,8 @@ class CountTable:
                 f"question {question!r} would exceed "
                 f"question_count={self._declared_count}"
             )
-        row = len(self._questions)
-        if row == self._row_trials.shape[0]:
-            self._allocate(2 * row)
-        self._rows[question] = row
-        self._questions.append(question)
-        # A fresh row is all zero counts, nu = 1 and the empty terms already.
-        self._mean_sum += self._empty_mean
-        self._variance_sum += self._empty_variance
-        self._synced = False
+        row = self._index.add(question)
+        self._take_rows()
         return row
 
 
@@ -695,6 +802,20 @@ def _row_terms(
     if variances.size and float(variances.min()) < -VARIANCE_ROUNDOFF:
         raise FloatingPointError("Bayes@N per-question variance is materially negative")
     return means, np.maximum(variances, 0.0)
+
+
+def _holding(array: NDArray[np.integer], values: ArrayLike) -> NDArray[Any]:
+    """``array``, or a copy in a wider count type when ``values`` need one."""
+    needed = np.asarray(values)
+    if not needed.size:
+        return array
+    high = int(needed.max())
+    if high <= np.iinfo(array.dtype).max:
+        return array
+    for kind in _COUNT_TYPES:
+        if high <= np.iinfo(kind).max:
+            return array.astype(kind)
+    raise OverflowError(f"a count of {high} does not fit in 64 bits")
 
 
 def _is_category(value: object, category_total: int) -> bool:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scorio.eval as oracle
 
-from monitor import Monitor, RunConfig, TrialEvent
+from monitor import Monitor, RunConfig, TrialEvent, engine
 from monitor.errors import ConfigError, UnknownRunError
 from tests.monitor.streams import last_write_wins, messy, stream_of
 
@@ -413,6 +413,36 @@ def test_integer_columns_past_the_question_count_are_dead_lettered() -> None:
         assert [r.position for r in report.rejected] == [3]
         assert "question '9' would be distinct question 3" in report.rejected[0].reason
         assert monitor.store.counts("r")["a"].questions == ["7", "3"]
+
+
+def test_long_columns_count_in_chunks_like_one_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A call past COLUMN_CHUNK_TRIALS is committed chunk by chunk (bounded
+    memory); its report, rejection positions and counts are the one call's."""
+    noisy = messy(stream_of(results_tensor(3)), np.random.default_rng(9))
+    model = [str(event["model"]) for event in noisy]
+    question = np.array([int(str(event["question"])) for event in noisy])
+    question[[5, 70]] = 99  # undeclared: rejected, with positions
+    trial = np.array([int(str(event["trial"])) for event in noisy])
+    category = np.array([int(str(event["category"])) for event in noisy])
+    outcomes = []
+    for chunk in (len(noisy), 16):
+        monkeypatch.setattr(engine, "COLUMN_CHUNK_TRIALS", chunk)
+        with Monitor() as monitor:
+            monitor.configure(
+                RunConfig(run="bench", questions=[str(q) for q in range(8)])
+            )
+            report = monitor.ingest_columns("bench", model, question, trial, category)
+            outcomes.append(
+                (
+                    (report.accepted, report.duplicates, report.corrections),
+                    [r.position for r in report.rejected],
+                    monitor.status("bench"),
+                )
+            )
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][1] == [5, 70]
 
 
 def test_a_batch_mixing_plain_and_full_events_of_one_run_counts_them_all() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -114,3 +115,53 @@ def test_memory_grows_with_trials_not_with_questions_times_trial_ids() -> None:
     again = TrialBatch("r")
     again.append("m0", "999", "4095", 0, False)
     assert [int(p) for p in local.classify(again)] == [1]  # a correction
+
+
+def test_categories_past_int8_widen_the_grid_and_stay_exactly_once() -> None:
+    """Cells are int8 until a category past 127 comes (a 300-category run)."""
+    local = LocalCounts()
+    local.configure("r", 300)
+    small = batch_of("r", [("a", str(q), "0", False, 5) for q in range(40)])
+    local.classify(small)
+    wide = batch_of("r", [("a", str(q), "0", False, 200 + q) for q in range(40)])
+    assert [int(p) for p in local.classify(wide)] == [5] * 40  # corrections
+    again = batch_of("r", [("a", "3", "0", False, 203), ("a", "4", "1", False, 299)])
+    assert [int(p) for p in local.classify(again)] == [203, NEW]
+    counts = local.counts("r")["a"]
+    assert counts.observed[3][203] == 1 and counts.observed[4][299] == 1
+    assert sum(map(sum, counts.observed)) == 41
+
+
+def test_large_and_many_trial_ids_are_counted_exactly_once() -> None:
+    """Ids past 64 bits and past the column limit (the overflow), delivered
+    twice, then corrected: every trial counted once."""
+    local = LocalCounts()
+    local.configure("r", 2)
+    ids = [str(2**64 + t) for t in range(3000)] + [str(t) for t in range(3000)]
+    stream = [("a", str(q), trial, False, 1) for q in range(2) for trial in ids]
+    first = local.classify(batch_of("r", stream))
+    assert (np.asarray(first) == NEW).all()
+    assert (np.asarray(local.classify(batch_of("r", stream))) == 1).all()
+    fixed = [(m, q, t, p, 0) for m, q, t, p, _ in stream[::7]]
+    assert (np.asarray(local.classify(batch_of("r", fixed))) == 1).all()
+    totals = local.totals["r"]
+    assert (totals.trials, totals.duplicates) == (12_000, 12_000)
+    assert totals.corrections == len(fixed)
+    counts = local.counts("r")["a"]
+    assert [sum(row) for row in counts.observed] == [6000, 6000]
+    assert sum(row[0] for row in counts.observed) == len(fixed)
+
+
+def test_grids_take_a_byte_per_trial_cell_of_the_run() -> None:
+    """Issue 18: a hundred models on the same 1,000 questions x 2 trial ids
+    take 1 byte per cell, not twice the rows and 8 columns of int16."""
+    local = LocalCounts()
+    local.configure("r", 8)
+    stream = [
+        (f"m{m}", str(q), str(t), False, (m + q + t) % 8)
+        for m in range(100)
+        for q in range(1000)
+        for t in range(2)
+    ]
+    local.classify(batch_of("r", stream))
+    assert local.memory_bytes("r") <= 100 * 1000 * 2
