@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from pydantic import ValidationError
 
-from monitor.allocation import plan
+from monitor.allocation import plan_counts
 from monitor.decisions import (
     RunDecision,
     Settled,
@@ -662,28 +662,32 @@ class Monitor:
             for name in decision.order
             if name in decision.needs_trials and model in (None, name)
         ]
-        question_trials = {name: state.question_trials(name) for name in models}
+        trials = {name: state.trials_array(name) for name in models}
+        index = state.question_index()
         reported = self._reported(state, self._reservations.keys(run))
         flying = self._reservations.in_flight(run, reported, now)
         for (name, question), count in flying.items():
-            if name in question_trials and question in question_trials[name]:
-                question_trials[name][question] += count
-        items = plan(
+            row = index.get(question)
+            if name in trials and row is not None:
+                trials[name][row] += count
+        planned = plan_counts(
             models,
-            question_trials,
+            [state.questions] * len(models),
+            [trials[name] for name in models],
             budget,
             state.config.max_trials_per_question,
             state.cost_shares(models),
         )
-        if lease_s == 0:
-            return items
-        planned = self._reported(state, [(i.model, i.question) for i in items])
-        lease = self._reservations.reserve(run, items, planned, now, lease_s)
+        lease = None
+        if lease_s > 0:
+            counted = self._reported(state, [(m, q) for m, q, _ in planned])
+            lease = self._reservations.reserve(run, planned, counted, now, lease_s)
         if lease is None:
-            return items
+            return [NextItem(model=m, question=q, trials=n) for m, q, n in planned]
+        lease_id, expires = lease.id, lease.expires
         return [
-            item.model_copy(update={"lease": lease.id, "expires": lease.expires})
-            for item in items
+            NextItem(model=m, question=q, trials=n, lease=lease_id, expires=expires)
+            for m, q, n in planned
         ]
 
     def release(self, run: str, items: Sequence[NextItem]) -> int:
@@ -704,14 +708,19 @@ class Monitor:
     @staticmethod
     def _reported(state: RunState, keys: Iterable[Key]) -> dict[Key, int]:
         """Reported trials of (model, question) pairs, from fresh counts."""
-        per_model: dict[str, dict[str, int]] = {}
+        index = state.question_index()
+        per_model: dict[str, list[int]] = {}
         result: dict[Key, int] = {}
         for model, question in keys:
-            if model not in per_model:
-                per_model[model] = (
-                    state.question_trials(model) if model in state.tables else {}
+            counts = per_model.get(model)
+            if counts is None:
+                counts = per_model[model] = (
+                    state.trials_array(model).tolist() if model in state.tables else []
                 )
-            result[(model, question)] = per_model[model].get(question, 0)
+            row = index.get(question)
+            result[(model, question)] = (
+                counts[row] if row is not None and counts else 0
+            )
         return result
 
     def models_needing_trials(self, run: str) -> list[str]:

@@ -56,6 +56,7 @@ class RunState:
         self.costs: dict[str, ModelCost] = {}
         self.questions: list[str] = list(config.questions or [])
         self._question_set = set(self.questions)
+        self._question_index: dict[str, int] = {}
         self._allowed_models = None if config.models is None else set(config.models)
         self._category_count = len(config.weights)
         for model in config.models or []:
@@ -476,6 +477,19 @@ class RunState:
                 strict=True,
             )
         )
+
+    def trials_array(self, model: str) -> NDArray[np.int64]:
+        """:meth:`question_trials` as an array in ``questions`` order."""
+        table = self.tables.get(model)
+        if table is None:
+            return np.zeros(len(self.questions), dtype=np.int64)
+        return table.trials_array(self.questions)
+
+    def question_index(self) -> dict[str, int]:
+        """Each known question's position in ``questions`` (which only grows)."""
+        if len(self._question_index) != len(self.questions):
+            self._question_index = {q: i for i, q in enumerate(self.questions)}
+        return self._question_index
 
 
 def _id_problem(name: str, value: str) -> Refusal | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import enum
 import functools
 import json
@@ -106,6 +107,11 @@ class Service:
         self._clock = clock
         self._state = Lifecycle.CREATED
         self._worker: EngineWorker | None = None
+        # Large payloads are parsed on one thread of their own: parsed on
+        # many at once (the default executor), they took the GIL in turns
+        # with the event loop and the engine thread, and every small
+        # request waited for its turn behind each of them.
+        self._parser: concurrent.futures.ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._group: asyncio.TaskGroup | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -126,6 +132,7 @@ class Service:
         self._loop = asyncio.get_running_loop()
         self._worker = EngineWorker()
         self._worker.start()
+        self._parser = concurrent.futures.ThreadPoolExecutor(1, "parse")
         self._monitor.subscribe(self._event_from_engine)
         self._group = asyncio.TaskGroup()
         await self._group.__aenter__()
@@ -156,6 +163,8 @@ class Service:
             if self._worker is not None:
                 await self._worker.run(self._monitor.close)
                 await self._worker.stop()
+            if self._parser is not None:
+                self._parser.shutdown(wait=False, cancel_futures=True)
             self._state = Lifecycle.CLOSED
 
     @property
@@ -195,7 +204,11 @@ class Service:
         if sum(len(payload.data) for payload in payloads) <= _PARSE_INLINE_BYTES:
             report = await self.call(functools.partial(self._ingest, payloads, cursor))
         else:
-            parsed, sources, positions = await asyncio.to_thread(_parse_all, payloads)
+            if self._loop is None or self._parser is None:
+                raise RuntimeError("the service is not running")
+            parsed, sources, positions = await self._loop.run_in_executor(
+                self._parser, _parse_all, payloads
+            )
             step = len(parsed) if cursor is not None else INGEST_PIECE
             reports = [
                 await self.call(

@@ -39,6 +39,10 @@ def run_serve(arguments: argparse.Namespace) -> int:
         level=os.environ.get("SCORIO_MONITOR_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # The event loop, the engine thread and the parse thread share the GIL;
+    # a thread that wants it waits up to this long for a busy one to let go
+    # (5 ms by default), several times per request under load.
+    sys.setswitchinterval(0.001)
     with sock:
         asyncio.run(_serve(config, sock))
     return 0
