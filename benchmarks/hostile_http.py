@@ -5,7 +5,8 @@ Run: `.venv/bin/python benchmarks/hostile_http.py`
 Starts `scorio-monitor serve` (SQLite store) on a free port, declares one run
 of 40 models x 1,000 questions and counts one trial per (model, question).
 Then a "good" client posts one trial at a time, sequentially, and times each
-answer: first alone (baseline), then while hostile clients run in parallel:
+answer, in turns alone (1 s windows) and while hostile clients, in another
+process, run in parallel (2.5 s windows):
 
 - `GET /runs/bench/next?budget=1000` (the largest budget allowed) in a loop;
 - 400 KB bodies of 200,000 `1`s (refused whole: over the item limit);
@@ -15,9 +16,10 @@ answer: first alone (baseline), then while hostile clients run in parallel:
 - `Last-Event-ID` values `\\xb2` and 5,000 digits on the events route;
 - an SSE subscriber that never reads its stream (point 5).
 
-Reports p50/p99/max of the good requests in both phases, every status code
-the hostile clients got (none may be 5xx), and the server's RSS before and
-after (VmRSS from /proc).
+Reports p50/p99/max of the good requests in both phases, the delay beyond
+their own work (p50 and p99 under load minus p50 alone), the CPU the server
+got in each phase, every status code the hostile clients got (none may be
+5xx), and the server's RSS before and after (VmRSS from /proc).
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from multiprocessing.queues import Queue
+from multiprocessing.sharedctypes import Synchronized
 from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 
@@ -139,6 +143,7 @@ async def hostile(
     name: str,
     stop: asyncio.Event,
     codes: collections.Counter[tuple[str, int]],
+    gate: Callable[[], Awaitable[None]],
 ) -> None:
     ones = b"[" + b"1," * 199_999 + b"1]"
     invalid = json.dumps(
@@ -150,6 +155,9 @@ async def hostile(
     deep = b"[" * 2000
     counter = 0
     while not stop.is_set():
+        await gate()
+        if stop.is_set():
+            return
         if name == "next":
             response = await client.get("/runs/bench/next", params={"budget": 1_000})
         elif name == "ones":
@@ -214,16 +222,31 @@ def summary(latencies: list[float]) -> dict[str, float]:
 
 
 def attack(
-    base: str, names: list[str], stop: EventType, answers: Queue[dict[str, int]]
+    base: str,
+    names: list[str],
+    stop: EventType,
+    paused: EventType,
+    busy: Synchronized[int],
+    answers: Queue[dict[str, int]],
 ) -> None:
-    """The hostile clients, in their own process (see :func:`measure`)."""
+    """The hostile clients, in their own process (see :func:`measure`).
+
+    While ``paused`` is set each client waits before its next request;
+    ``busy`` counts the clients with a request under way.
+    """
+
+    async def gate() -> None:
+        busy.value -= 1
+        while paused.is_set() and not stop.is_set():
+            await asyncio.sleep(0.02)
+        busy.value += 1
 
     async def run() -> dict[str, int]:
         codes: collections.Counter[tuple[str, int]] = collections.Counter()
         done = asyncio.Event()
         async with httpx.AsyncClient(base_url=base, timeout=120) as attacker:
             tasks = [
-                asyncio.create_task(hostile(attacker, name, done, codes))
+                asyncio.create_task(hostile(attacker, name, done, codes, gate))
                 for name in names
             ]
             while not stop.is_set():
@@ -232,58 +255,75 @@ def attack(
             await asyncio.gather(*tasks)
         return {f"{n} {c}": k for (n, c), k in sorted(codes.items())}
 
+    busy.value = len(names)
     answers.put(asyncio.run(run()))
 
 
 async def measure(
     base: str, pid: int, duration_s: float, names: list[str]
 ) -> dict[str, object]:
-    """Time the good client alone, then while the hostile ones run.
+    """Time the good client alone and while the hostile ones run, in turns.
 
-    The hostile clients run in another process: in the good client's event
-    loop, building their 10,000-event bodies would delay the good requests'
-    timing on the client side, which is not the server's doing.
+    Windows of 2.5 s under hostile load alternate with windows of 1 s alone
+    (after every hostile request under way has ended), so the two are timed
+    on the same shared machine at the same time and its own load (other
+    jobs) weighs on both alike. The hostile clients run in another process:
+    in the good client's event loop, building their 10,000-event bodies
+    would delay the good requests' timing on the client side.
     """
     limits = httpx.Limits(max_connections=20)
     async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as client:
         await fill(client)
         await asyncio.sleep(1.0)
         rss_before = rss_mb(pid)
-        cpu_before = cpu_s(pid)
-        baseline = await good_requests(client, duration_s / 3, 10**6)
-        cpu_alone = cpu_s(pid) - cpu_before
         context = multiprocessing.get_context("spawn")
-        stop = context.Event()
+        stop, paused = context.Event(), context.Event()
+        busy = context.Value("i", 0)
         answers: Queue[dict[str, int]] = context.Queue()
         subscriber = stalled_subscriber(base)
-        attacker = context.Process(target=attack, args=(base, names, stop, answers))
+        attacker = context.Process(
+            target=attack, args=(base, names, stop, paused, busy, answers)
+        )
+        paused.set()
         attacker.start()
-        await asyncio.sleep(2.0)  # the attacker process starts its clients
-        cpu_loaded = cpu_s(pid)
-        loaded = await good_requests(client, duration_s, 2 * 10**6)
-        cpu_after = cpu_s(pid)
+        alone: list[float] = []
+        loaded: list[float] = []
+        cpu = {"alone": 0.0, "loaded": 0.0}
+        windows = max(1, round(duration_s / 2.5))
+        for window in range(windows):
+            paused.set()
+            while busy.value > 0:
+                await asyncio.sleep(0.02)
+            started = cpu_s(pid)
+            alone += await good_requests(client, 1.0, 10**6 + window * 10**4)
+            cpu["alone"] += cpu_s(pid) - started
+            paused.clear()
+            await asyncio.sleep(0.3)  # the hostile requests are under way
+            started = cpu_s(pid)
+            loaded += await good_requests(client, 2.5, 2 * 10**6 + window * 10**4)
+            cpu["loaded"] += cpu_s(pid) - started
         stop.set()
         codes = await asyncio.to_thread(answers.get)
         await asyncio.to_thread(attacker.join)
         rss_after = rss_mb(pid)
         subscriber.close()
         status = (await client.get("/runs/bench/status")).json()
-    alone, under = summary(baseline), summary(loaded)
+    own, under = summary(alone), summary(loaded)
     return {
-        "baseline": alone,
+        "alone": own,
         "under_hostile_load": under,
-        # The good request's own work is its latency alone (the median).
+        # The good request's own work: its latency alone (the median).
         "delay_beyond_own_work_ms": {
-            "p50": round(under["p50_ms"] - alone["p50_ms"], 2),
-            "p99": round(under["p99_ms"] - alone["p50_ms"], 2),
+            "p50": round(under["p50_ms"] - own["p50_ms"], 2),
+            "p99": round(under["p99_ms"] - own["p50_ms"], 2),
         },
         # CPU the server got (cores): on a shared machine, little of it
         # under load means the machine, not the server, held the requests.
         "server_cpu_cores": {
-            "alone": round(cpu_alone / sum(baseline), 2),
-            "under_load": round((cpu_after - cpu_loaded) / sum(loaded), 2),
+            "alone": round(cpu["alone"] / sum(alone), 2),
+            "under_load": round(cpu["loaded"] / sum(loaded), 2),
         },
-        "load_average": os.getloadavg()[0],
+        "load_average": round(os.getloadavg()[0], 2),
         "hostile_answers": codes,
         "server_errors": sum(
             k for name, k in codes.items() if int(name.split()[1]) >= 500
@@ -291,7 +331,7 @@ async def measure(
         "rss_mb_before": round(rss_before, 1),
         "rss_mb_after": round(rss_after, 1),
         "good_trials_counted": status["trials"] - MODELS * QUESTIONS,
-        "good_trials_sent": len(baseline) + len(loaded),
+        "good_trials_sent": len(alone) + len(loaded),
     }
 
 

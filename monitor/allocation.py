@@ -71,7 +71,8 @@ def plan_counts(
     cap: int | None = None,
     shares: Mapping[str, float] | None = None,
 ) -> Planned:
-    """:func:`plan` over arrays: ``trials[i]`` counts ``questions[i]`` of ``models[i]``."""
+    """:func:`plan` over arrays: ``trials[i]`` counts ``questions[i]`` of
+    ``models[i]``; returns (model, question, trials) in the same order."""
     if budget < 0:
         raise ValueError(f"budget must be >= 0; got {budget}")
     share = [(shares or {}).get(model, 1.0) for model in models]

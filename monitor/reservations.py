@@ -63,10 +63,9 @@ class Reservations:
         self._new_id = new_id or (lambda: secrets.token_hex(8))
         self._runs: dict[str, _RunReservations] = {}
 
-    def keys(self, run: str) -> list[Key]:
-        """The (model, question) pairs the run's leases hold trials of."""
-        book = self._runs.get(run)
-        return [] if book is None else list(book.seen)
+    def holds(self, run: str) -> bool:
+        """Whether any lease of the run holds trials."""
+        return run in self._runs
 
     def in_flight(
         self, run: str, reported: Mapping[Key, int], now: float
@@ -75,7 +74,9 @@ class Reservations:
 
         Args:
             run: The run.
-            reported: Trials reported so far, for at least :meth:`keys`.
+            reported: Trials reported so far, of at least every reserved
+                (model, question) whose count changed since the last call
+                (a reserved pair left out is taken as unchanged).
             now: The time, to drop expired leases.
         """
         book = self._runs.get(run)
@@ -87,9 +88,9 @@ class Reservations:
                 _subtract(flying, lease.held)
         book.leases = [lease for lease in book.leases if lease.expires > now]
         seen = book.seen
-        for key, before in seen.items():
-            count = reported.get(key, before)
-            if count == before:
+        for key, count in reported.items():
+            before = seen.get(key)
+            if before is None or count == before:
                 continue
             seen[key] = count
             released = count - before

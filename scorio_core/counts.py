@@ -514,7 +514,7 @@ class CountTable:
         rows, trials = self._rows, self._row_trials_view
         return [trials[rows[q]] if q in rows else 0 for q in questions]
 
-    def trials_array(self, questions: list[Hashable]) -> NDArray[np.int64]:
+    def trials_array(self, questions: Sequence[Hashable]) -> NDArray[np.int64]:
         """:meth:`trials_for` as a new array; a copy of the row totals when the
         table's rows are ``questions`` in order (a declared run's tables)."""
         size = len(questions)
