@@ -372,8 +372,10 @@ class Service:
             if "*" in wanted or self._clock() - last_full >= _REFRESH_ALL_EVERY_S:
                 wanted = set(await self.call(lambda: self._monitor.runs))
                 last_full = self._clock()
+            # Marked heavy: a refresh (several ms for a large run) waits for
+            # the callers' light calls queued meanwhile, not they for it.
             statuses = await self.call(
-                functools.partial(self._statuses, sorted(wanted))
+                functools.partial(self._statuses, sorted(wanted)), heavy=True
             )
             merged = dict(self._snapshot.statuses)
             for status in statuses:
