@@ -385,7 +385,10 @@ class Service:
                 self._notify(status)
                 self._record_trace(status)
             self._snapshot = replace(
-                self._snapshot, statuses=merged, taken_s=self._clock()
+                self._snapshot,
+                statuses=merged,
+                taken_s=self._clock(),
+                engine_cpu=self._worker.cpu if self._worker else {},
             )
             await asyncio.sleep(self._status_interval_s)
 
