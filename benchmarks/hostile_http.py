@@ -44,7 +44,9 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
 
+from monitor.snapshot import LATENCY_BUCKETS_S
 from tests.services import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -221,6 +223,44 @@ def summary(latencies: list[float]) -> dict[str, float]:
     }
 
 
+async def engine_cpu(client: httpx.AsyncClient) -> dict[str, list[float]]:
+    """Cumulative counts of ``scorio_engine_call_cpu_seconds`` per kind."""
+    text = (await client.get("/metrics")).text
+    counts: dict[str, list[float]] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name == "scorio_engine_call_cpu_seconds":
+            for sample in family.samples:
+                if sample.name.endswith("_bucket"):
+                    kind = sample.labels["kind"]
+                    counts.setdefault(kind, []).append(sample.value)
+    return counts
+
+
+def cpu_summary(
+    before: dict[str, list[float]], after: dict[str, list[float]]
+) -> dict[str, dict[str, object]]:
+    """Engine calls per kind in between, and the bucket bounds (ms) that hold
+    99 % and all of them (a call's CPU time: its work, not its waits)."""
+    bounds = [*(bound * 1000 for bound in LATENCY_BUCKETS_S), float("inf")]
+    result: dict[str, dict[str, object]] = {}
+    for kind, counts in after.items():
+        done = [
+            a - b
+            for a, b in zip(counts, before.get(kind, [0.0] * len(counts)), strict=True)
+        ]
+        total = done[-1]
+        if not total:
+            continue
+        p99 = next(b for b, c in zip(bounds, done, strict=True) if c >= 0.99 * total)
+        top = next(b for b, c in zip(bounds, done, strict=True) if c >= total)
+        result[kind] = {
+            "calls": int(total),
+            "p99_le_ms": p99,
+            "max_le_ms": top,
+        }
+    return result
+
+
 def attack(
     base: str,
     names: list[str],
@@ -286,6 +326,7 @@ async def measure(
         )
         paused.set()
         attacker.start()
+        cpu_before = await engine_cpu(client)
         alone: list[float] = []
         loaded: list[float] = []
         cpu = {"alone": 0.0, "loaded": 0.0}
@@ -302,6 +343,8 @@ async def measure(
             started = cpu_s(pid)
             loaded += await good_requests(client, 2.5, 2 * 10**6 + window * 10**4)
             cpu["loaded"] += cpu_s(pid) - started
+        await asyncio.sleep(0.2)  # a status refresh takes the last counts
+        cpu_after = await engine_cpu(client)
         stop.set()
         codes = await asyncio.to_thread(answers.get)
         await asyncio.to_thread(attacker.join)
@@ -323,6 +366,8 @@ async def measure(
             "alone": round(cpu["alone"] / sum(alone), 2),
             "under_load": round(cpu["loaded"] / sum(loaded), 2),
         },
+        # Under load and alone together: what one call held the engine for.
+        "engine_call_cpu": cpu_summary(cpu_before, cpu_after),
         "load_average": round(os.getloadavg()[0], 2),
         "hostile_answers": codes,
         "server_errors": sum(
