@@ -12,7 +12,7 @@ gets fewer trials.
 The rule is a one-trial-at-a-time loop (the cheapest model so far, then its
 least-sampled question); it is computed in closed form with numpy, because a
 plan of 1,000 trials over 40 x 1,000 questions took 30-50 ms of the engine
-thread as a loop and takes about 2 ms so (see ``tests/monitor/test_allocation``
+thread as a loop and takes a few ms so (see ``tests/monitor/test_allocation``
 for the loop it must equal).
 """
 
