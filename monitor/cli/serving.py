@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -83,6 +84,13 @@ async def _serve(config: ServiceConfig, sock: socket.socket) -> None:
                 app, host=config.http.host, port=config.http.port, log_level="warning"
             )
         )
+        # What exists now (modules, classes, functions: 100,000+ objects) lives
+        # as long as the process: frozen, a full garbage collection no longer
+        # walks it. Unfrozen, each full collection stopped every thread for
+        # 130-240 ms under hostile load (gc.callbacks), the tail of the
+        # requests' latency.
+        gc.collect()
+        gc.freeze()
 
         def stop(signum: int, frame: FrameType | None) -> None:
             server.should_exit = True
