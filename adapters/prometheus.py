@@ -39,6 +39,7 @@ METRIC_NAMES = (
     "scorio_trials_duplicate_total",
     "scorio_trials_rejected_total",
     "scorio_ingest_latency_seconds",
+    "scorio_engine_call_cpu_seconds",
 )
 
 
@@ -146,6 +147,18 @@ class SnapshotCollector(Collector):
             buckets=[(bound, float(count)) for bound, count in latency.cumulative()],
             sum_value=latency.total,
         )
+        engine = HistogramMetricFamily(
+            "scorio_engine_call_cpu_seconds",
+            "CPU time of each call on the engine thread, light or heavy",
+            labels=["kind"],
+        )
+        for kind, histogram in sorted(snapshot.engine_cpu.items()):
+            engine.add_metric(
+                [kind],
+                [(bound, float(count)) for bound, count in histogram.cumulative()],
+                histogram.total,
+            )
+        yield engine
 
 
 def metrics_renderer(

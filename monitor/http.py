@@ -228,8 +228,8 @@ def create_app(
         ] = None,
     ) -> EventSourceResponse:
         service = _service(request)
+        last = _resume_point(request, since)  # 400 before any engine call
         await service.config(run)  # 404 before the stream starts
-        last = _resume_point(request, since)
         return EventSourceResponse(_event_stream(service, run, last), ping=15)
 
     return app

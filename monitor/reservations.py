@@ -16,7 +16,7 @@ released, oldest lease first. An expired lease returns what it still holds.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from monitor.schema import NextItem
@@ -38,6 +38,9 @@ class _RunReservations:
     leases: list[Lease] = field(default_factory=list)
     # Reported trials per (model, question) when last settled.
     seen: dict[Key, int] = field(default_factory=dict)
+    # The leases' held trials summed, kept up to date (summing every lease
+    # on each plan grew with the leases: 40 ms after a few hundred plans).
+    flying: dict[Key, int] = field(default_factory=dict)
 
 
 class Reservations:
@@ -48,8 +51,8 @@ class Reservations:
 
     Examples:
         >>> book = Reservations()
-        >>> lease = book.reserve("r", [NextItem(model="a", question="q", trials=2)],
-        ...                      {("a", "q"): 0}, now=0.0, lease_s=60.0)
+        >>> lease = book.reserve("r", [("a", "q", 2)], {("a", "q"): 0},
+        ...                      now=0.0, lease_s=60.0)
         >>> book.in_flight("r", {("a", "q"): 1}, now=1.0)
         {('a', 'q'): 1}
         >>> book.in_flight("r", {("a", "q"): 1}, now=61.0)
@@ -60,10 +63,9 @@ class Reservations:
         self._new_id = new_id or (lambda: secrets.token_hex(8))
         self._runs: dict[str, _RunReservations] = {}
 
-    def keys(self, run: str) -> list[Key]:
-        """The (model, question) pairs the run's leases hold trials of."""
-        book = self._runs.get(run)
-        return [] if book is None else list(book.seen)
+    def holds(self, run: str) -> bool:
+        """Whether any lease of the run holds trials."""
+        return run in self._runs
 
     def in_flight(
         self, run: str, reported: Mapping[Key, int], now: float
@@ -72,16 +74,26 @@ class Reservations:
 
         Args:
             run: The run.
-            reported: Trials reported so far, for at least :meth:`keys`.
+            reported: Trials reported so far, of at least every reserved
+                (model, question) whose count changed since the last call
+                (a reserved pair left out is taken as unchanged).
             now: The time, to drop expired leases.
         """
         book = self._runs.get(run)
         if book is None:
             return {}
+        flying = book.flying
+        for lease in book.leases:
+            if lease.expires <= now:
+                _subtract(flying, lease.held)
         book.leases = [lease for lease in book.leases if lease.expires > now]
-        for key, before in list(book.seen.items()):
-            released = reported.get(key, before) - before
-            book.seen[key] = reported.get(key, before)
+        seen = book.seen
+        for key, count in reported.items():
+            before = seen.get(key)
+            if before is None or count == before:
+                continue
+            seen[key] = count
+            released = count - before
             for lease in book.leases:
                 if released <= 0:
                     break
@@ -89,19 +101,15 @@ class Reservations:
                 take = min(held, released)
                 if take:
                     released -= take
-                    if held == take:
-                        del lease.held[key]
-                    else:
-                        lease.held[key] = held - take
+                    _take(lease.held, key, held, take)
+                    _take(flying, key, flying[key], take)
         book.leases = [lease for lease in book.leases if lease.held]
-        flying: dict[Key, int] = {}
-        for lease in book.leases:
-            for key, held in lease.held.items():
-                flying[key] = flying.get(key, 0) + held
-        book.seen = {key: count for key, count in book.seen.items() if key in flying}
         if not book.leases:
             del self._runs[run]
-        return flying
+            return {}
+        if len(seen) > 2 * len(flying):
+            book.seen = {key: count for key, count in seen.items() if key in flying}
+        return dict(flying)
 
     def release(self, run: str, items: list[NextItem]) -> int:
         """Give back reserved trials that will not run; the number given back.
@@ -127,10 +135,8 @@ class Reservations:
                 if take:
                     wanted -= take
                     returned += take
-                    if held == take:
-                        del lease.held[key]
-                    else:
-                        lease.held[key] = held - take
+                    _take(lease.held, key, held, take)
+                    _take(book.flying, key, book.flying[key], take)
         book.leases = [lease for lease in book.leases if lease.held]
         if not book.leases:
             del self._runs[run]
@@ -139,7 +145,7 @@ class Reservations:
     def reserve(
         self,
         run: str,
-        items: list[NextItem],
+        items: Sequence[tuple[str, str, int]],
         reported: Mapping[Key, int],
         now: float,
         lease_s: float,
@@ -148,7 +154,7 @@ class Reservations:
 
         Args:
             run: The run.
-            items: The plan.
+            items: The plan: (model, question, trials).
             reported: Trials reported so far of every planned (model, question).
             now: The time.
             lease_s: How long the lease lasts.
@@ -157,9 +163,23 @@ class Reservations:
             return None
         lease = Lease(self._new_id(), now + lease_s)
         book = self._runs.setdefault(run, _RunReservations())
-        for item in items:
-            key = (item.model, item.question)
-            lease.held[key] = lease.held.get(key, 0) + item.trials
-            book.seen.setdefault(key, reported.get(key, 0))
+        for model, question, trials in items:
+            key = (model, question)
+            if key not in book.flying:  # else seen since its first lease
+                book.seen[key] = reported.get(key, 0)
+            lease.held[key] = lease.held.get(key, 0) + trials
+            book.flying[key] = book.flying.get(key, 0) + trials
         book.leases.append(lease)
         return lease
+
+
+def _take(counts: dict[Key, int], key: Key, held: int, take: int) -> None:
+    if held == take:
+        del counts[key]
+    else:
+        counts[key] = held - take
+
+
+def _subtract(counts: dict[Key, int], held: Mapping[Key, int]) -> None:
+    for key, trials in held.items():
+        _take(counts, key, counts[key], trials)

@@ -541,6 +541,17 @@ class RunState:
             )
         )
 
+    def trials_array(self, model: str) -> NDArray[np.int64]:
+        """:meth:`question_trials` as an array in ``questions`` order."""
+        table = self.tables.get(model)
+        if table is None:
+            return np.zeros(len(self.questions), dtype=np.int64)
+        return table.trials_array(self.questions)
+
+    def question_index(self) -> dict[str, int]:
+        """Each known question's position in ``questions`` (which only grows)."""
+        return cast("dict[str, int]", self._question_rows)
+
 
 def _id_problem(name: str, value: str) -> Refusal | None:
     """What the event schema would say of a bad id given as a column value."""

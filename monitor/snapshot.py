@@ -72,4 +72,11 @@ class Snapshot:
     corrections: int = 0
     rejected: Mapping[str, int] = field(default_factory=dict)
     latency: LatencyHistogram = LatencyHistogram()
+    # CPU time of each engine call, per kind ("light", "heavy").
+    engine_cpu: Mapping[str, LatencyHistogram] = field(
+        default_factory=lambda: {
+            "light": LatencyHistogram(),
+            "heavy": LatencyHistogram(),
+        }
+    )
     taken_s: float = 0.0

@@ -6,6 +6,11 @@ a one-trial request then waits behind every large piece of work queued
 before it (a plan of 1,000 trials, pieces of a 10,000-event batch). Here a
 call marked heavy waits while light ones are queued, so a light call waits
 for at most the one call already running.
+
+Each call's CPU time on the thread (``time.thread_time``: the work itself,
+not the time it waited for a CPU or the GIL) goes into a histogram per kind,
+exported as ``scorio_engine_call_cpu_seconds``: how long one call can hold
+the engine, whatever else runs on the machine.
 """
 
 from __future__ import annotations
@@ -14,8 +19,11 @@ import asyncio
 import itertools
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+from monitor.snapshot import LatencyHistogram
 
 Result = TypeVar("Result")
 _LIGHT, _HEAVY, _STOP = 0, 1, 2
@@ -31,6 +39,11 @@ class EngineWorker:
         self._order = itertools.count()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = threading.Thread(target=self._work, name=name, daemon=True)
+        # Replaced whole on the thread; readers take the current objects.
+        self.cpu: dict[str, LatencyHistogram] = {
+            "light": LatencyHistogram(),
+            "heavy": LatencyHistogram(),
+        }
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -53,15 +66,21 @@ class EngineWorker:
 
     def _work(self) -> None:
         while True:
-            _, _, function, future = self._calls.get()
+            priority, _, function, future = self._calls.get()
             if function is None or future is None:
                 return
+            started = time.thread_time()
             try:
                 result = function()
             except Exception as error:  # handed to the awaiting caller
                 self._settle(future, None, error)
             else:
                 self._settle(future, result, None)
+            kind = "heavy" if priority == _HEAVY else "light"
+            self.cpu = {
+                **self.cpu,
+                kind: self.cpu[kind].observe(time.thread_time() - started),
+            }
 
     def _settle(
         self, future: asyncio.Future[Any], result: object, error: BaseException | None

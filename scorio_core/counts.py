@@ -591,6 +591,15 @@ class CountTable:
         rows, trials = self._rows, self._row_trials_view
         return [trials[rows[q]] if q in rows else 0 for q in questions]
 
+    def trials_array(self, questions: Sequence[Hashable]) -> NDArray[np.int64]:
+        """:meth:`trials_for` as a new array; a copy of the row totals when the
+        table's rows are ``questions`` in order (a declared run's tables)."""
+        rows = self._take_rows()
+        size = len(questions)
+        if size <= rows and self._questions[:size] == list(questions):
+            return self._row_trials[:size].astype(np.int64)
+        return np.array(self.trials_for(questions), dtype=np.int64)
+
     @property
     def least_question_trials(self) -> int:
         """Fewest observed trials on any of the ``M`` questions (0 if any unseen)."""

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import heapq
+
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from monitor import Monitor, RunConfig
 from monitor.allocation import plan
@@ -84,3 +89,86 @@ def test_a_costlier_model_gets_fewer_trials() -> None:
         for model in ("fast", "slow")
     }
     assert given == {"fast": 80, "slow": 20}  # shares 1/sqrt(1) : 1/sqrt(16) = 4 : 1
+
+
+def loop_plan(
+    models: list[str],
+    question_trials: dict[str, dict[str, int]],
+    budget: int,
+    cap: int | None,
+    shares: dict[str, float],
+) -> list[tuple[str, str, int]]:
+    """The allocation rule as the loop it was written as: one trial at a time."""
+    queues: dict[str, list[tuple[int, int, str]]] = {}
+    for model in models:
+        queue = [
+            (trials, order, question)
+            for order, (question, trials) in enumerate(question_trials[model].items())
+            if cap is None or trials < cap
+        ]
+        heapq.heapify(queue)
+        if queue:
+            queues[model] = queue
+    spent = [(0.0, p, model) for p, model in enumerate(models) if model in queues]
+    heapq.heapify(spent)
+    planned: dict[tuple[str, str], int] = {}
+    for _ in range(budget):
+        if not spent:
+            break
+        cost, priority, model = heapq.heappop(spent)
+        queue = queues[model]
+        trials, order, question = heapq.heappop(queue)
+        planned[(model, question)] = planned.get((model, question), 0) + 1
+        if cap is None or trials + 1 < cap:
+            heapq.heappush(queue, (trials + 1, order, question))
+        if queue:
+            heapq.heappush(spent, (cost + 1.0 / shares[model], priority, model))
+    order_of = {
+        (model, question): (p, q)
+        for p, model in enumerate(models)
+        for q, question in enumerate(question_trials[model])
+    }
+    return sorted(
+        ((m, q, n) for (m, q), n in planned.items()), key=lambda i: order_of[i[:2]]
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.integers(0, 6), min_size=0, max_size=8),
+            st.sampled_from([1.0, 0.5, 0.3, 2.0 / 3.0, 1 / 7, 3.0, 0.1]),
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    st.integers(0, 60),
+    st.none() | st.integers(1, 7),
+)
+def test_the_closed_form_plan_equals_the_one_trial_at_a_time_loop(
+    spec: list[tuple[list[int], float]], budget: int, cap: int | None
+) -> None:
+    models = [f"m{i}" for i in range(len(spec))]
+    trials = {
+        model: {f"q{q}": count for q, count in enumerate(counts)}
+        for model, (counts, _) in zip(models, spec, strict=True)
+    }
+    shares = {model: share for model, (_, share) in zip(models, spec, strict=True)}
+    items = plan(models, trials, budget, cap, shares)
+    expected = loop_plan(models, trials, budget, cap, shares)
+    assert [(i.model, i.question, i.trials) for i in items] == expected
+
+
+def test_a_large_plan_equals_the_loop() -> None:
+    generator = np.random.default_rng(7)
+    models = [f"m{i}" for i in range(40)]
+    trials = {
+        model: {f"q{q}": int(n) for q, n in enumerate(generator.integers(0, 9, 1000))}
+        for model in models
+    }
+    shares = {model: float(generator.uniform(0.1, 3.0)) for model in models}
+    for cap in (None, 8, 12):
+        items = plan(models, trials, 1000, cap, shares)
+        expected = loop_plan(models, trials, 1000, cap, shares)
+        assert [(i.model, i.question, i.trials) for i in items] == expected

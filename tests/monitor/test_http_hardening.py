@@ -22,7 +22,8 @@ import pytest
 from monitor import Monitor, RunConfig
 from monitor.config import HttpSettings
 from monitor.http import create_app
-from monitor.service import Service
+from monitor.parsing import Parsed
+from monitor.service import INGEST_PIECE, Service
 from monitor.store import IngestReport
 from monitor.wire import TrialColumns, Wire
 from tests.helpers import serving
@@ -208,5 +209,7 @@ async def test_a_large_request_is_counted_in_pieces_others_can_pass() -> None:
             batch = [trial(q % 10, q, 1) for q in range(5500)]
             response = await http.post("/runs/r/trials", json=batch)
             assert response.json()["accepted"] == 5500
-    assert monitor.calls == [1000] * 5 + [500]
+    assert monitor.calls == [INGEST_PIECE] * (5500 // INGEST_PIECE) + [
+        5500 % INGEST_PIECE
+    ] * (5500 % INGEST_PIECE > 0)
     assert monitor.status("r").trials == 5500

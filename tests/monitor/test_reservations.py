@@ -184,3 +184,29 @@ async def test_a_client_gives_reservations_back_over_http() -> None:
             plan = await c.next("r", 4)
             assert await c.release("r", plan) == 4
         assert service.monitor.in_flight("r") == {}
+
+
+def test_reports_release_the_oldest_lease_first_among_many_cells() -> None:
+    # Leases settle from the cells whose counts changed since the last plan;
+    # every other reserved cell must stay in flight, unchanged.
+    clock = Clock()
+    monitor = Monitor(clock=clock)
+    questions = [f"q{i}" for i in range(20)]
+    models = ["a", "b", "c"]
+    monitor.configure(RunConfig(run="r", questions=questions, models=models))
+    first = per_key(monitor.next("r", 30, lease_s=100.0))
+    second = per_key(monitor.next("r", 30, lease_s=10.0))
+    both = {key: first.get(key, 0) + second.get(key, 0) for key in first | second}
+    assert monitor.in_flight("r") == both
+
+    (model, question), held = next(iter(first.items()))
+    report(monitor, model, question, range(held + 1))
+    monitor.next("r", 0)  # a plan settles, like in_flight does
+    after = dict(both)
+    after[(model, question)] -= held + 1
+    assert monitor.in_flight("r") == {k: n for k, n in after.items() if n > 0}
+
+    clock.now += 20.0  # the second lease expires: what the first holds is left
+    left = dict(first)
+    left[(model, question)] -= min(held + 1, first[(model, question)])
+    assert monitor.in_flight("r") == {k: n for k, n in left.items() if n > 0}
