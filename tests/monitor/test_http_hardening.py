@@ -22,7 +22,6 @@ import pytest
 from monitor import Monitor, RunConfig
 from monitor.config import HttpSettings
 from monitor.http import create_app
-from monitor.parsing import Parsed
 from monitor.service import INGEST_PIECE, Service
 from monitor.store import IngestReport
 from monitor.wire import TrialColumns, Wire
