@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import sys
 from pathlib import Path
 
@@ -162,7 +163,9 @@ def main() -> None:
                 flush=True,
             )
     if arguments.json:
-        arguments.json.write_text(json.dumps(rows, indent=1) + "\n")
+        command = " ".join([".venv/bin/python", *sys.argv])
+        document = {"command": command, "cores": os.cpu_count(), "rows": rows}
+        arguments.json.write_text(json.dumps(document, indent=1) + "\n")
 
 
 if __name__ == "__main__":
