@@ -33,8 +33,8 @@ cursor, each its own call. A batch is then all or nothing per run, not
 across runs; a failure midway raises StoreError and the source redelivers,
 so trials already applied count as duplicates (never twice), while the
 dead letters of the runs already applied are recorded again. The scripts go
-as ``EVAL`` with their text, since a replica promoted by a failover has no
-script cache. redis-py retries a call on connection errors and follows
+as ``EVAL`` with their text (as on one Redis), since a replica promoted by a
+failover has no script cache. redis-py retries a call on connection errors and follows
 slot moves; a retried transaction whose reply was lost is a redelivery
 (duplicates, never double counts). Redis replicates asynchronously, so
 each run's transaction and event write is followed by a ``WAIT`` for one
@@ -149,7 +149,8 @@ class RedisStore(TrialAsBatch):
         self._cluster = cluster or isinstance(client, RedisCluster)
         # hiredis (a dependency) packs the commands; replies go through
         # redis-py's own parser (RESP2 or 3 as the connection speaks), as
-        # hiredis's reader cost the paced benchmark ~40% more CPU per message.
+        # hiredis's reader cost more CPU per small apply (paced phase of
+        # benchmarks/service.py: 884-896 us per message against 624-754).
         with _translated("connect"):
             if client is None and cluster:
                 # Default cluster retries: they follow a failover and slot
@@ -548,8 +549,8 @@ class RedisStore(TrialAsBatch):
 
     def _register(self, name: str) -> Script:
         text = resources.files("adapters.redis").joinpath("lua", name).read_text()
-        # Every call sends the text: without its comment lines it is a
-        # third of the size.
+        # Every call sends the text: without its comment lines it is 36-57%
+        # smaller.
         text = "\n".join(
             line for line in text.splitlines() if not line.lstrip().startswith("--")
         )
