@@ -52,6 +52,13 @@ TRACE_POINTS = 2000
 # quarter), and the input size up to which parsing stays on the engine
 # thread (a thread hop costs more than parsing a small payload).
 INGEST_PIECE = 250
+# With a shared store an engine call has a higher fixed cost (a network
+# round trip, a script call), so up to this many pieces go in one call
+# while they count without rejections: 1,000 trials held the engine 16 ms
+# on Redis (250: 5 ms), 250 rejections 23 ms. A piece with rejections sends
+# the next back to one at a time, so the longest hold stays about that of
+# 250 rejections, or one group whose trials turned out rejected.
+SHARED_GROUP = 4
 _PARSE_INLINE_BYTES = 64 * 1024
 
 
@@ -232,19 +239,26 @@ class Service:
                 self._parser, functools.partial(_parse_all, payloads, cursor is None)
             )
             pieces = [(0, len(parsed))] if cursor is not None else _pieces(parsed)
-            reports = [
-                await self.call(
-                    functools.partial(
-                        self._monitor.ingest_parsed,
-                        parsed[start:stop],
-                        source=sources[start:stop],
-                        positions=positions[start:stop],
-                        cursor=cursor,
-                    ),
-                    heavy=True,
+            group = SHARED_GROUP if self._monitor.store.is_shared else 1
+            reports: list[IngestReport] = []
+            index, take = 0, 1
+            while index < len(pieces):
+                start = pieces[index][0]
+                stop = pieces[min(index + take, len(pieces)) - 1][1]
+                reports.append(
+                    await self.call(
+                        functools.partial(
+                            self._monitor.ingest_parsed,
+                            parsed[start:stop],
+                            source=sources[start:stop],
+                            positions=positions[start:stop],
+                            cursor=cursor,
+                        ),
+                        heavy=True,
+                    )
                 )
-                for start, stop in pieces
-            ]
+                index += take
+                take = 1 if reports[-1].rejected else group
             report = _merged(reports)
         elapsed = self._clock() - started
         self._account(report, elapsed, len(payloads))

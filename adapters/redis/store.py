@@ -33,8 +33,8 @@ cursor, each its own call. A batch is then all or nothing per run, not
 across runs; a failure midway raises StoreError and the source redelivers,
 so trials already applied count as duplicates (never twice), while the
 dead letters of the runs already applied are recorded again. The scripts go
-as ``EVAL`` with their text, since a replica promoted by a failover has no
-script cache. redis-py retries a call on connection errors and follows
+as ``EVAL`` with their text (as on one Redis), since a replica promoted by a
+failover has no script cache. redis-py retries a call on connection errors and follows
 slot moves; a retried transaction whose reply was lost is a redelivery
 (duplicates, never double counts). Redis replicates asynchronously, so
 each run's transaction and event write is followed by a ``WAIT`` for one
@@ -55,6 +55,7 @@ from importlib import resources
 from typing import Any, Final
 
 import redis
+from redis._parsers import _RESP2Parser
 from redis.backoff import NoBackoff
 from redis.client import Pipeline
 from redis.cluster import ClusterPipeline, RedisCluster
@@ -146,6 +147,10 @@ class RedisStore(TrialAsBatch):
         self._unreported: list[StoredEvent] = []
         self._owns_client = client is None
         self._cluster = cluster or isinstance(client, RedisCluster)
+        # hiredis (a dependency) packs the commands; replies go through
+        # redis-py's own parser (RESP2 or 3 as the connection speaks), as
+        # hiredis's reader cost more CPU per small apply (paced phase of
+        # benchmarks/service.py: 884-896 us per message against 624-754).
         with _translated("connect"):
             if client is None and cluster:
                 # Default cluster retries: they follow a failover and slot
@@ -156,6 +161,7 @@ class RedisStore(TrialAsBatch):
                     encoding_errors="surrogatepass",
                     socket_timeout=timeout_s,
                     socket_connect_timeout=timeout_s,
+                    parser_class=_RESP2Parser,
                 )
             elif client is None:
                 # No automatic retries: a retried EXEC or script that did run
@@ -167,6 +173,7 @@ class RedisStore(TrialAsBatch):
                     socket_timeout=timeout_s,
                     socket_connect_timeout=timeout_s,
                     retry=Retry(NoBackoff(), 0),
+                    parser_class=_RESP2Parser,
                 )
             self._client = client
             self._apply_trials_script = self._register("apply_trials.lua")
@@ -542,10 +549,14 @@ class RedisStore(TrialAsBatch):
 
     def _register(self, name: str) -> Script:
         text = resources.files("adapters.redis").joinpath("lua", name).read_text()
+        # Every call sends the text: without its comment lines it is 36-57%
+        # smaller.
+        text = "\n".join(
+            line for line in text.splitlines() if not line.lstrip().startswith("--")
+        )
         script = self._client.register_script(text)
         # Loading at connect fails fast on a bad script or an unreachable
-        # server; later NOSCRIPT replies (after a restart) reload it. On a
-        # cluster it loads on every master, but calls send the text anyway.
+        # server (on a cluster it loads on every master).
         self._client.script_load(text)
         return script
 
@@ -556,16 +567,16 @@ class RedisStore(TrialAsBatch):
         run_keys: list[str],
         arguments: Sequence[EncodableT],
     ) -> None:
-        if isinstance(pipe, ClusterPipeline):
-            # EVAL, not EVALSHA: inside MULTI a NOSCRIPT (a promoted replica
-            # has an empty script cache) would fail one call of the batch.
-            # (ClusterPipeline blocks its eval method, not the command; its
-            # execute_command has no annotations.)
-            pipe.execute_command(  # type: ignore[no-untyped-call]
-                "EVAL", script.script, len(run_keys), *run_keys, *arguments
-            )
-        else:
-            script(keys=run_keys, args=arguments, client=pipe)
+        # EVAL with the text, not EVALSHA: inside MULTI a NOSCRIPT (after a
+        # restart, or on a promoted replica) would fail one call of the
+        # batch, and redis-py's guard against it (SCRIPT EXISTS before every
+        # pipeline) costs a round trip per apply. Redis still compiles the
+        # script once and finds it by the text's SHA1 after that.
+        # (ClusterPipeline blocks its eval method, not the command; its
+        # execute_command has no annotations.)
+        pipe.execute_command(  # type: ignore[no-untyped-call]
+            "EVAL", script.script, len(run_keys), *run_keys, *arguments
+        )
 
     def _apply_trials(
         self, pipe: Pipeline | ClusterPipeline, run: str, arguments: list[str | int]

@@ -19,15 +19,16 @@ from typing import Any
 import httpx
 import pytest
 
+from adapters.redis.store import RedisStore
 from monitor import Monitor, RunConfig
 from monitor.config import HttpSettings
 from monitor.http import create_app
-from monitor.service import INGEST_PIECE, Service
+from monitor.service import INGEST_PIECE, SHARED_GROUP, Service
 from monitor.store import IngestReport
 from monitor.wire import TrialColumns, Wire
 from tests.helpers import serving
 from tests.monitor.test_cli_watch import poll_until
-from tests.services import free_port
+from tests.services import RedisServer, free_port
 
 COMMAND = [sys.executable, "-m", "monitor.cli"]
 
@@ -211,4 +212,35 @@ async def test_a_large_request_is_counted_in_pieces_others_can_pass() -> None:
     assert monitor.calls == [INGEST_PIECE] * (5500 // INGEST_PIECE) + [
         5500 % INGEST_PIECE
     ] * (5500 % INGEST_PIECE > 0)
+    assert monitor.status("r").trials == 5500
+
+
+class RedisCallCounting(CallCounting):
+    """CallCounting on a shared (Redis) store."""
+
+    def __init__(self, store: RedisStore) -> None:
+        Monitor.__init__(self, store)
+        self.calls = []
+
+
+async def test_a_shared_store_takes_pieces_in_groups_while_none_is_rejected(
+    redis: RedisServer, prefix: str
+) -> None:
+    monitor = RedisCallCounting(RedisStore(redis.url, prefix))
+    monitor.configure(RunConfig(run="r", question_count=10))
+    async with Service(monitor) as service:
+        app = create_app(service, HttpSettings())
+        async with serving(app) as base, httpx.AsyncClient(base_url=base) as http:
+            good = [trial(q % 10, q, 1) for q in range(5500)]
+            assert (await http.post("/runs/r/trials", json=good)).json()[
+                "accepted"
+            ] == 5500
+            # One piece first, then groups of SHARED_GROUP pieces.
+            group = SHARED_GROUP * INGEST_PIECE
+            assert monitor.calls == [INGEST_PIECE] + [group] * 5 + [INGEST_PIECE]
+            monitor.calls.clear()
+            bad = [trial(q % 10, q, 7) for q in range(5000)]
+            await http.post("/runs/r/trials", json=bad)
+            # Rejections keep the pieces one at a time.
+            assert monitor.calls == [INGEST_PIECE] * 20
     assert monitor.status("r").trials == 5500
