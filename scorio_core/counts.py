@@ -453,7 +453,35 @@ class CountTable:
                 for question, row in zip(questions, found, strict=True)
             ]
             table = self._prior if prior else self._observed  # may have grown
-        rows = np.fromiter(found, np.int64, len(found))
+        self._add_rows(np.fromiter(found, np.int64, len(found)), deltas, prior)
+
+    def add_row_counts(
+        self, rows: NDArray[np.int64], deltas: NDArray[np.int64], *, prior: bool
+    ) -> None:
+        """:meth:`add_counts` by row of the shared question index; all or nothing.
+
+        For callers that numbered the questions already (every table of an
+        index shares its rows): no lookup per question. ``rows`` must be
+        distinct rows of the index.
+        """
+        self._take_rows()
+        table = self._prior if prior else self._observed
+        retracting = (deltas < 0).any(axis=1)
+        if retracting.any():
+            touched = rows[retracting]
+            bad = (table[touched] + deltas[retracting] < 0).any(axis=1)
+            if bad.any():
+                question = self._questions[int(touched[np.argmax(bad)])]
+                raise ValueError(
+                    f"a count on question {question!r} would become negative"
+                )
+        self._add_rows(rows, deltas, prior)
+
+    def _add_rows(
+        self, rows: NDArray[np.int64], deltas: NDArray[np.int64], prior: bool
+    ) -> None:
+        """Add checked deltas to existing rows and move the sums."""
+        table = self._prior if prior else self._observed
         counts = table[rows].astype(np.int64) + deltas
         if counts.size and int(counts.max()) > np.iinfo(table.dtype).max:
             self._widen(prior, int(counts.max()))
@@ -465,8 +493,10 @@ class CountTable:
         else:
             self._trial_count += int(trials.sum())
             row_trials = self._row_trials[rows].astype(np.int64) + trials
-            self._row_trials = _holding(self._row_trials, row_trials)
-            self._refresh_views()
+            held = _holding(self._row_trials, row_trials)
+            if held is not self._row_trials:
+                self._row_trials = held
+                self._refresh_views()
             self._row_trials[rows] = row_trials
         means, variances = _row_terms(self._nu(rows), self._scaled)
         self._mean_sum += float((means - self._means[rows]).sum())
@@ -474,7 +504,7 @@ class CountTable:
         self._means[rows] = means
         self._variances[rows] = variances
         self._synced = False
-        self._resync_countdown -= len(found)
+        self._resync_countdown -= len(rows)
         if self._resync_countdown <= 0:
             self.resync()
 
