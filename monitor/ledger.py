@@ -28,6 +28,7 @@ delivery before it.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -136,24 +137,33 @@ class TrialGrid:
         last: NDArray[np.bool_],
         previous: NDArray[np.int64],
         ids: Callable[[int], tuple[str, str]],
+        span: tuple[int, int, int, int],
     ) -> None:
         """Record trials sorted by cell (stably); previous categories in place.
 
         ``first`` and ``last`` flag each cell's first and last delivery;
         ``previous`` holds, for every later delivery, the one before it and
         gets the stored category of each first one. ``ids(k)``: the k-th
-        trial's ids, for those outside the array.
+        trial's ids, for those outside the array. ``span``: the highest row,
+        lowest and highest column and highest category of the trials.
         """
-        self._hold(int(categories.max()))
-        dense = columns >= 0
-        if dense.any():
-            self._cover(
-                int(rows[dense].max()),
-                int(columns[dense].max()),
-                self._size + len(rows),
-            )
-            dense &= (rows < self._shape[0]) & (columns < self._shape[1])
-        every = bool(dense.all())
+        top_row, low_column, top_column, top_category = span
+        self._hold(top_category)
+        every = False
+        if low_column >= 0:  # the common case: no mask of the trials needed
+            self._cover(top_row, top_column, self._size + len(rows))
+            every = top_row < self._shape[0] and top_column < self._shape[1]
+        dense = first  # unused when every trial is in the array
+        if not every:
+            dense = columns >= 0
+            if dense.any():
+                self._cover(
+                    int(rows[dense].max()),
+                    int(columns[dense].max()),
+                    self._size + len(rows),
+                )
+                dense &= (rows < self._shape[0]) & (columns < self._shape[1])
+            every = bool(dense.all())
         flat = rows * self._shape[1] + columns
         stored = self._cells.reshape(-1)
         head = first if every else first & dense
@@ -219,6 +229,13 @@ class TrialGrid:
         if category > _INT8_MAX and self._cells.dtype == np.int8:
             self._cells = self._cells.astype(np.int16)
             self._view = self._cells.data
+
+
+def _ids_of(
+    ids: Callable[[int], tuple[str, str]], part: NDArray[np.int64], index: int
+) -> tuple[str, str]:
+    """``ids`` of the ``index``-th trial of ``part`` (batch indices)."""
+    return ids(int(part[index]))
 
 
 def _grown(size: int, index: int, numbered: int) -> int:
@@ -297,8 +314,19 @@ class Ledger:
         previous_sorted[repeats] = sorted_categories[repeats - 1]
         sorted_groups = groups[order]
         sorted_rows, sorted_columns = rows[order], columns[order]
-        bounds = np.flatnonzero(np.diff(sorted_groups, prepend=-1)).tolist()
-        for start, stop in itertools.pairwise([*bounds, size]):
+        starts = np.flatnonzero(np.diff(sorted_groups, prepend=-1))
+        # Each grid's trials are sorted by row: its last has the highest.
+        spans = zip(
+            sorted_rows[np.append(starts[1:], size) - 1].tolist(),
+            np.minimum.reduceat(sorted_columns, starts).tolist(),
+            np.maximum.reduceat(sorted_columns, starts).tolist(),
+            np.maximum.reduceat(sorted_categories, starts).tolist(),
+            strict=True,
+        )
+        bounds = starts.tolist()
+        for (start, stop), span in zip(
+            itertools.pairwise([*bounds, size]), spans, strict=True
+        ):
             group = int(sorted_groups[start])
             part = order[start:stop]
             self.grid(models[group // 2], bool(group % 2)).record_sorted(
@@ -308,7 +336,8 @@ class Ledger:
                 first[start:stop],
                 last[start:stop],
                 previous_sorted[start:stop],
-                lambda index, part=part: ids(int(part[index])),
+                functools.partial(_ids_of, ids, part),
+                span,
             )
         previous = np.empty(size, dtype=np.int64)
         previous[order] = previous_sorted
