@@ -264,7 +264,7 @@ def test_the_log_keeps_a_row_per_call_with_costs_through_a_restart(
     with Monitor(path) as first:
         first.ingest(events[:40])
         # Duplicates are not logged; a correction is.
-        first.ingest(events[30:60] + [{**events[0], "correct": False}])
+        first.ingest([*events[30:60], {**events[0], "correct": False}])
         first.ingest(
             [{"run": "r", "model": "m0", "question": 1, "trial": 99, "correct": True}]
         )
