@@ -466,8 +466,8 @@ class CountTable:
         """
         self._take_rows()
         table = self._prior if prior else self._observed
-        retracting = (deltas < 0).any(axis=1)
-        if retracting.any():
+        if deltas.size and int(deltas.min()) < 0:
+            retracting = (deltas < 0).any(axis=1)
             touched = rows[retracting]
             bad = (table[touched] + deltas[retracting] < 0).any(axis=1)
             if bad.any():
@@ -498,7 +498,10 @@ class CountTable:
                 self._row_trials = held
                 self._refresh_views()
             self._row_trials[rows] = row_trials
-        means, variances = _row_terms(self._nu(rows), self._scaled)
+        # Observed + prior counts + 1 (as _nu), from the counts just made.
+        other = self._observed if prior else self._prior
+        nu = other[rows] + counts + 1
+        means, variances = _row_terms(nu, self._scaled)
         self._mean_sum += float((means - self._means[rows]).sum())
         self._variance_sum += float((variances - self._variances[rows]).sum())
         self._means[rows] = means
