@@ -52,6 +52,9 @@ _MIN_RESYNC_INTERVAL: Final = 1024
 _INITIAL_ROWS: Final = 8
 # Count types, narrowest first; a count that does not fit widens its array.
 _COUNT_TYPES: Final = (np.uint8, np.uint16, np.uint32, np.int64)
+# Their largest values (np.iinfo builds an object per call: a batch's
+# tables asked 20 times per call).
+_COUNT_MAX: Final = {np.dtype(kind): int(np.iinfo(kind).max) for kind in _COUNT_TYPES}
 
 
 def category_counts(
@@ -483,7 +486,7 @@ class CountTable:
         """Add checked deltas to existing rows and move the sums."""
         table = self._prior if prior else self._observed
         counts = table[rows].astype(np.int64) + deltas
-        if counts.size and int(counts.max()) > np.iinfo(table.dtype).max:
+        if counts.size and int(counts.max()) > _max_of(table.dtype):
             self._widen(prior, int(counts.max()))
             table = self._prior if prior else self._observed
         table[rows] = counts
@@ -846,13 +849,19 @@ def _row_terms(
     return means, np.maximum(variances, 0.0)
 
 
+def _max_of(kind: np.dtype[Any]) -> int:
+    """The largest value of an integer type."""
+    top = _COUNT_MAX.get(kind)
+    return int(np.iinfo(kind).max) if top is None else top
+
+
 def _holding(array: NDArray[np.integer], values: ArrayLike) -> NDArray[Any]:
     """``array``, or a copy in a wider count type when ``values`` need one."""
     needed = np.asarray(values)
     if not needed.size:
         return array
     high = int(needed.max())
-    if high <= np.iinfo(array.dtype).max:
+    if high <= _max_of(array.dtype):
         return array
     for kind in _COUNT_TYPES:
         if high <= np.iinfo(kind).max:
