@@ -28,6 +28,8 @@ delivery before it.
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -126,37 +128,55 @@ class TrialGrid:
             self._view[row, column] = category
         self._size += (category != NEW) - (previous != NEW)
 
-    def record_many(
+    def record_sorted(
         self,
         rows: NDArray[np.int64],
         columns: NDArray[np.int64],
         categories: NDArray[np.int64],
+        first: NDArray[np.bool_],
+        last: NDArray[np.bool_],
+        previous: NDArray[np.int64],
         ids: Callable[[int], tuple[str, str]],
-    ) -> NDArray[np.int64]:
-        """Record a batch in order; previous category (or ``NEW``) per trial.
+        span: tuple[int, int, int, int],
+    ) -> None:
+        """Record trials sorted by cell (stably); previous categories in place.
 
-        ``rows`` and ``columns`` come from :meth:`Ledger.cells`; a column of
-        -1 (past ``MAX_COLUMNS``) is recorded by its ``ids(index)``.
+        ``first`` and ``last`` flag each cell's first and last delivery;
+        ``previous`` holds, for every later delivery, the one before it and
+        gets the stored category of each first one. ``ids(k)``: the k-th
+        trial's ids, for those outside the array. ``span``: the highest row,
+        lowest and highest column and highest category of the trials.
         """
-        previous = np.empty(len(rows), dtype=np.int64)
-        if len(categories):
-            self._hold(int(categories.max()))
-        dense = columns >= 0
-        if dense.any():
-            self._cover(
-                int(rows[dense].max()),
-                int(columns[dense].max()),
-                self._size + len(rows),
-            )
-            dense &= (rows < self._shape[0]) & (columns < self._shape[1])
-        if not dense.all():
+        top_row, low_column, top_column, top_category = span
+        self._hold(top_category)
+        every = False
+        if low_column >= 0:  # the common case: no mask of the trials needed
+            self._cover(top_row, top_column, self._size + len(rows))
+            every = top_row < self._shape[0] and top_column < self._shape[1]
+        dense = first  # unused when every trial is in the array
+        if not every:
+            dense = columns >= 0
+            if dense.any():
+                self._cover(
+                    int(rows[dense].max()),
+                    int(columns[dense].max()),
+                    self._size + len(rows),
+                )
+                dense &= (rows < self._shape[0]) & (columns < self._shape[1])
+            every = bool(dense.all())
+        flat = rows * self._shape[1] + columns
+        stored = self._cells.reshape(-1)
+        head = first if every else first & dense
+        tail = last if every else last & dense
+        found = stored[flat[head]]
+        previous[head] = found
+        stored[flat[tail]] = categories[tail]
+        self._size += int(np.count_nonzero(found == NEW))
+        if not every:
+            # Cells outside the array, one by one in (stable) sorted order:
+            # each cell's deliveries keep their batch order.
             for index in np.flatnonzero(~dense).tolist():
                 previous[index] = self.record(*ids(index), int(categories[index]))
-        if dense.any():
-            previous[dense] = self._record_dense(
-                rows[dense], columns[dense], categories[dense]
-            )
-        return previous
 
     def counts(self, width: int) -> tuple[list[str], NDArray[np.int64]]:
         """Questions this grid holds trials of (row order), counts per category."""
@@ -169,31 +189,6 @@ class TrialGrid:
             counts[self._rows[question], category] += 1
         used = np.flatnonzero(counts.any(axis=1))
         return [questions[row] for row in used.tolist()], counts[used]
-
-    def _record_dense(
-        self,
-        rows: NDArray[np.int64],
-        columns: NDArray[np.int64],
-        categories: NDArray[np.int64],
-    ) -> NDArray[np.int64]:
-        keys = rows * self._cells.shape[1] + columns
-        order = np.argsort(keys, kind="stable")
-        sorted_keys = keys[order]
-        sorted_categories = categories[order]
-        first = np.ones(len(keys), dtype=bool)
-        first[1:] = sorted_keys[1:] != sorted_keys[:-1]
-        stored = self._cells.reshape(-1)
-        previous_sorted = np.empty(len(keys), dtype=np.int64)
-        previous_sorted[first] = stored[sorted_keys[first]]
-        # A repeat inside the batch sees the delivery just before it.
-        previous_sorted[~first] = sorted_categories[np.flatnonzero(~first) - 1]
-        last = np.ones(len(keys), dtype=bool)
-        last[:-1] = sorted_keys[1:] != sorted_keys[:-1]
-        stored[sorted_keys[last]] = sorted_categories[last]
-        self._size += int(np.count_nonzero(previous_sorted[first] == NEW))
-        previous = np.empty(len(keys), dtype=np.int64)
-        previous[order] = previous_sorted
-        return previous
 
     @property
     def memory_bytes(self) -> int:
@@ -234,6 +229,13 @@ class TrialGrid:
         if category > _INT8_MAX and self._cells.dtype == np.int8:
             self._cells = self._cells.astype(np.int16)
             self._view = self._cells.data
+
+
+def _ids_of(
+    ids: Callable[[int], tuple[str, str]], part: NDArray[np.int64], index: int
+) -> tuple[str, str]:
+    """``ids`` of the ``index``-th trial of ``part`` (batch indices)."""
+    return ids(int(part[index]))
 
 
 def _grown(size: int, index: int, numbered: int) -> int:
@@ -281,6 +283,66 @@ class Ledger:
             grid = self.grid(model, prior)
         return grid.record(question, trial, category)
 
+    def record_groups(
+        self,
+        models: list[str],
+        groups: NDArray[np.int64],
+        rows: NDArray[np.int64],
+        columns: NDArray[np.int64],
+        categories: NDArray[np.int64],
+        ids: Callable[[int], tuple[str, str]],
+    ) -> NDArray[np.int64]:
+        """Record a batch of many grids; previous category (or ``NEW``) per trial.
+
+        ``groups``: each trial's grid as ``2 * model code + prior`` (codes
+        index ``models``); ``rows`` and ``columns`` from :meth:`cells`. One
+        stable sort of the whole batch by (grid, cell) replaces one per grid,
+        with the answers a trial-by-trial loop gives.
+        """
+        size = len(rows)
+        stride = len(self._columns) + 1  # columns of -1 get a slot of their own
+        keys = (groups * len(self._rows) + rows) * stride + (columns + 1)
+        order = np.argsort(keys, kind="stable")
+        sorted_keys = keys[order]
+        sorted_categories = categories[order]
+        change = np.ones(size + 1, dtype=bool)
+        change[1:-1] = sorted_keys[1:] != sorted_keys[:-1]
+        first, last = change[:-1], change[1:]
+        previous_sorted = np.empty(size, dtype=np.int64)
+        # A repeat inside the batch sees the delivery just before it.
+        repeats = np.flatnonzero(~first)
+        previous_sorted[repeats] = sorted_categories[repeats - 1]
+        sorted_groups = groups[order]
+        sorted_rows, sorted_columns = rows[order], columns[order]
+        starts = np.flatnonzero(np.diff(sorted_groups, prepend=-1))
+        # Each grid's trials are sorted by row: its last has the highest.
+        spans = zip(
+            sorted_rows[np.append(starts[1:], size) - 1].tolist(),
+            np.minimum.reduceat(sorted_columns, starts).tolist(),
+            np.maximum.reduceat(sorted_columns, starts).tolist(),
+            np.maximum.reduceat(sorted_categories, starts).tolist(),
+            strict=True,
+        )
+        bounds = starts.tolist()
+        for (start, stop), span in zip(
+            itertools.pairwise([*bounds, size]), spans, strict=True
+        ):
+            group = int(sorted_groups[start])
+            part = order[start:stop]
+            self.grid(models[group // 2], bool(group % 2)).record_sorted(
+                sorted_rows[start:stop],
+                sorted_columns[start:stop],
+                sorted_categories[start:stop],
+                first[start:stop],
+                last[start:stop],
+                previous_sorted[start:stop],
+                functools.partial(_ids_of, ids, part),
+                span,
+            )
+        previous = np.empty(size, dtype=np.int64)
+        previous[order] = previous_sorted
+        return previous
+
     def cells(
         self, questions: Factors, trials: Factors
     ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
@@ -290,15 +352,19 @@ class Ledger:
         """
         rows, columns = self._rows, self._columns
         row_of = np.fromiter(
-            (_cell(rows, columns, question, None)[0] for question in questions.values),
+            map(rows.get, questions.values, itertools.repeat(-1)),
             np.int64,
             len(questions.values),
         )
+        for index in np.flatnonzero(row_of < 0).tolist():
+            row_of[index] = _cell(rows, columns, questions.values[index], None)[0]
         column_of = np.fromiter(
-            (_cell(rows, columns, None, trial)[1] for trial in trials.values),
+            map(columns.get, trials.values, itertools.repeat(-1)),
             np.int64,
             len(trials.values),
         )
+        for index in np.flatnonzero(column_of < 0).tolist():
+            column_of[index] = _cell(rows, columns, None, trials.values[index])[1]
         return row_of[questions.codes], column_of[trials.codes]
 
     def models(self) -> list[str]:

@@ -9,6 +9,7 @@ is the same for all models.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,7 +28,6 @@ from monitor.store import (
     ModelCounts,
     Previous,
     TrialBatch,
-    group_indices,
 )
 from scorio_core import CountTable
 from scorio_core.posterior import clipped_interval, z_value
@@ -375,35 +375,51 @@ class RunState:
     def _apply_vectorized(self, batch: TrialBatch, previous: Previous) -> None:
         before = np.asarray(previous)
         categories = batch.categories()
-        changed = before != categories
-        if not changed.any():
+        moved = np.flatnonzero(before != categories)
+        if not moved.size:
             return
         questions = batch.factors("question")
         for question in questions.values:
             if question not in self._question_rows:
                 self.add_question(question)
+        # The tables share the run's question rows: number them once.
+        row_of = np.fromiter(
+            map(self._question_rows.__getitem__, questions.values),
+            np.int64,
+            len(questions.values),
+        )
+        models = batch.factors("model")
+        group_of = models.codes * 2
+        if batch.prior.count(False) != len(batch):
+            group_of = group_of + np.fromiter(batch.prior, np.int64, len(batch))
+        corrected = moved[before[moved] != NEW]
+        # +1 for each new category, -1 for each corrected one, summed per
+        # (model, prior, row, category) for every table in one pass.
         width = self._category_count
-        for (model, prior), chosen in group_indices(batch):
-            moved = chosen[changed[chosen]]
-            if not moved.size:
-                continue
-            corrected = moved[before[moved] != NEW]
-            # +1 for each new category, -1 for each corrected one, summed
-            # per (question, category) into one block for the table.
-            codes = questions.codes[np.concatenate([moved, corrected])]
-            present = questions.present(codes)
-            local = np.zeros(len(questions.values), dtype=np.int64)
-            local[present] = np.arange(present.size)
-            block = np.bincount(
-                local[codes] * width
-                + np.concatenate([categories[moved], before[corrected]]),
-                weights=np.concatenate([np.ones(moved.size), -np.ones(corrected.size)]),
-                minlength=present.size * width,
-            )
-            self.table(model).add_counts(
-                [questions.values[code] for code in present.tolist()],
-                block.astype(np.int64).reshape(present.size, width),
-                prior=prior,
+        height = len(self._question_rows)
+        entries = np.concatenate([moved, corrected])
+        keys = (group_of[entries] * height + row_of[questions.codes[entries]]) * width
+        keys += np.concatenate([categories[moved], before[corrected]])
+        cells, inverse = np.unique(keys, return_inverse=True)
+        sums = np.bincount(
+            inverse,
+            weights=np.concatenate([np.ones(moved.size), -np.ones(corrected.size)]),
+            minlength=cells.size,
+        ).astype(np.int64)
+        # One block row per distinct (model, prior, row); cells are sorted,
+        # so each group's rows are a contiguous slice.
+        row_keys = cells // width
+        starts = np.flatnonzero(np.diff(row_keys, prepend=-1))
+        block = np.zeros((starts.size, width), dtype=np.int64)
+        block[np.cumsum(np.diff(row_keys, prepend=-1) != 0) - 1, cells % width] = sums
+        distinct = row_keys[starts]
+        groups = distinct // height
+        bounds = [*np.flatnonzero(np.diff(groups, prepend=-1)).tolist(), groups.size]
+        rows = distinct % height
+        for first, last in itertools.pairwise(bounds):
+            group = int(groups[first])
+            self.table(models.values[group // 2]).add_row_counts(
+                rows[first:last], block[first:last], prior=bool(group % 2)
             )
         size = len(batch)
         if batch.tokens.count(None) < size or batch.seconds.count(None) < size:

@@ -412,20 +412,20 @@ class LocalCounts:
 
     @staticmethod
     def _classify_vectorized(ledger: Ledger, batch: TrialBatch) -> NDArray[np.int64]:
-        previous = np.empty(len(batch), dtype=np.int64)
         categories = batch.categories()
         questions, trials = batch.factors("question"), batch.factors("trial")
         rows, columns = ledger.cells(questions, trials)
-        for (model, prior), chosen in group_indices(batch):
+        models = batch.factors("model")
+        groups = models.codes * 2
+        if batch.prior.count(False) != len(batch):
+            groups = groups + np.fromiter(batch.prior, np.int64, len(batch))
 
-            def ids(index: int, chosen: NDArray[np.int64] = chosen) -> tuple[str, str]:
-                trial = chosen[index]
-                return batch.question[trial], batch.trial[trial]
+        def ids(index: int) -> tuple[str, str]:
+            return batch.question[index], batch.trial[index]
 
-            previous[chosen] = ledger.grid(model, prior).record_many(
-                rows[chosen], columns[chosen], categories[chosen], ids
-            )
-        return previous
+        return ledger.record_groups(
+            models.values, groups, rows, columns, categories, ids
+        )
 
     def _account(self, batch: TrialBatch, previous: Previous, sign: int = 1) -> None:
         totals = self.totals.get(batch.run)
@@ -610,29 +610,3 @@ class MemoryStore:
 
     def close(self) -> None:
         return None
-
-
-def group_indices(
-    batch: TrialBatch,
-) -> list[tuple[tuple[str, bool], NDArray[np.int64]]]:
-    """Indices of a batch grouped by (model, prior), each group in batch order."""
-    size = len(batch)
-    if not size:
-        return []
-    priors = batch.prior
-    mixed_priors = priors.count(priors[0]) != size
-    if not mixed_priors and batch.model.count(batch.model[0]) == size:
-        return [((batch.model[0], priors[0]), np.arange(size))]
-    models = batch.factors("model")
-    codes = models.codes * 2
-    if mixed_priors:
-        codes = codes + np.fromiter(priors, np.int64, size)
-    else:
-        codes = codes + int(priors[0])
-    order = np.argsort(codes, kind="stable")
-    present, starts = np.unique(codes[order], return_index=True)
-    groups = np.split(order, starts[1:])
-    return [
-        ((models.values[code // 2], bool(code % 2)), group)
-        for code, group in zip(present.tolist(), groups, strict=True)
-    ]

@@ -52,6 +52,9 @@ _MIN_RESYNC_INTERVAL: Final = 1024
 _INITIAL_ROWS: Final = 8
 # Count types, narrowest first; a count that does not fit widens its array.
 _COUNT_TYPES: Final = (np.uint8, np.uint16, np.uint32, np.int64)
+# Their largest values (np.iinfo builds an object per call: a batch's
+# tables asked 20 times per call).
+_COUNT_MAX: Final = {np.dtype(kind): int(np.iinfo(kind).max) for kind in _COUNT_TYPES}
 
 
 def category_counts(
@@ -453,9 +456,37 @@ class CountTable:
                 for question, row in zip(questions, found, strict=True)
             ]
             table = self._prior if prior else self._observed  # may have grown
-        rows = np.fromiter(found, np.int64, len(found))
+        self._add_rows(np.fromiter(found, np.int64, len(found)), deltas, prior)
+
+    def add_row_counts(
+        self, rows: NDArray[np.int64], deltas: NDArray[np.int64], *, prior: bool
+    ) -> None:
+        """:meth:`add_counts` by row of the shared question index; all or nothing.
+
+        For callers that numbered the questions already (every table of an
+        index shares its rows): no lookup per question. ``rows`` must be
+        distinct rows of the index.
+        """
+        self._take_rows()
+        table = self._prior if prior else self._observed
+        if deltas.size and int(deltas.min()) < 0:
+            retracting = (deltas < 0).any(axis=1)
+            touched = rows[retracting]
+            bad = (table[touched] + deltas[retracting] < 0).any(axis=1)
+            if bad.any():
+                question = self._questions[int(touched[np.argmax(bad)])]
+                raise ValueError(
+                    f"a count on question {question!r} would become negative"
+                )
+        self._add_rows(rows, deltas, prior)
+
+    def _add_rows(
+        self, rows: NDArray[np.int64], deltas: NDArray[np.int64], prior: bool
+    ) -> None:
+        """Add checked deltas to existing rows and move the sums."""
+        table = self._prior if prior else self._observed
         counts = table[rows].astype(np.int64) + deltas
-        if counts.size and int(counts.max()) > np.iinfo(table.dtype).max:
+        if counts.size and int(counts.max()) > _max_of(table.dtype):
             self._widen(prior, int(counts.max()))
             table = self._prior if prior else self._observed
         table[rows] = counts
@@ -465,16 +496,21 @@ class CountTable:
         else:
             self._trial_count += int(trials.sum())
             row_trials = self._row_trials[rows].astype(np.int64) + trials
-            self._row_trials = _holding(self._row_trials, row_trials)
-            self._refresh_views()
+            held = _holding(self._row_trials, row_trials)
+            if held is not self._row_trials:
+                self._row_trials = held
+                self._refresh_views()
             self._row_trials[rows] = row_trials
-        means, variances = _row_terms(self._nu(rows), self._scaled)
+        # Observed + prior counts + 1 (as _nu), from the counts just made.
+        other = self._observed if prior else self._prior
+        nu = other[rows] + counts + 1
+        means, variances = _row_terms(nu, self._scaled)
         self._mean_sum += float((means - self._means[rows]).sum())
         self._variance_sum += float((variances - self._variances[rows]).sum())
         self._means[rows] = means
         self._variances[rows] = variances
         self._synced = False
-        self._resync_countdown -= len(found)
+        self._resync_countdown -= len(rows)
         if self._resync_countdown <= 0:
             self.resync()
 
@@ -813,13 +849,19 @@ def _row_terms(
     return means, np.maximum(variances, 0.0)
 
 
+def _max_of(kind: np.dtype[Any]) -> int:
+    """The largest value of an integer type."""
+    top = _COUNT_MAX.get(kind)
+    return int(np.iinfo(kind).max) if top is None else top
+
+
 def _holding(array: NDArray[np.integer], values: ArrayLike) -> NDArray[Any]:
     """``array``, or a copy in a wider count type when ``values`` need one."""
     needed = np.asarray(values)
     if not needed.size:
         return array
     high = int(needed.max())
-    if high <= np.iinfo(array.dtype).max:
+    if high <= _max_of(array.dtype):
         return array
     for kind in _COUNT_TYPES:
         if high <= np.iinfo(kind).max:

@@ -188,10 +188,12 @@ def test_a_version_1_state_file_is_migrated_to_the_trial_log(tmp_path: Path) -> 
         )
         assert report.corrections == 1
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone() == (2,)
+        assert db.execute("PRAGMA user_version").fetchone() == (3,)
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
         assert "trials" not in tables
-        assert db.execute("SELECT count(*) FROM trial_log").fetchone() == (4,)
+        # The migrated trials stay in the log; later ones go to its batches.
+        assert db.execute("SELECT count(*) FROM trial_log").fetchone() == (3,)
+        assert db.execute("SELECT count(*) FROM trial_batches").fetchone() == (1,)
     with Monitor(path) as again:
         counts = again.store.counts("r")["a"]
         assert dict(zip(counts.questions, counts.observed, strict=True)) == {
@@ -239,3 +241,40 @@ def test_the_lock_file_is_held_while_open_and_removed_on_close(
     assert not lock.exists()
     SqliteStore(path).close()  # a later writer takes a fresh lock
     assert not lock.exists()
+
+
+def test_the_log_keeps_a_row_per_call_with_costs_through_a_restart(
+    tmp_path: Path,
+) -> None:
+    """Version 3's log: one row per run and call, holding only the new and
+    corrected trials, costs and timestamps included."""
+    path = tmp_path / "state.db"
+    events = [
+        {
+            "run": "r",
+            "model": f"m{index % 3}",
+            "question": index % 7,
+            "trial": index // 7,
+            "correct": index % 2 == 0,
+            "cost": {"tokens": index, "seconds": index / 10},
+            "ts": 1000.0 + index,
+        }
+        for index in range(60)
+    ]
+    with Monitor(path) as first:
+        first.ingest(events[:40])
+        # Duplicates are not logged; a correction is.
+        first.ingest([*events[30:60], {**events[0], "correct": False}])
+        first.ingest(
+            [{"run": "r", "model": "m0", "question": 1, "trial": 99, "correct": True}]
+        )
+        before = first.store.counts("r")
+        status = first.status("r")
+    with sqlite3.connect(path) as db:
+        logged = db.execute("SELECT count(*) FROM trial_batches").fetchone()
+        assert logged == (3,)
+        assert db.execute("SELECT count(*) FROM trial_log").fetchone() == (0,)
+    with Monitor(path) as second:
+        assert second.store.counts("r") == before
+        assert second.status("r") == status
+        assert sum(counts.costed_trials for counts in before.values()) == 60
