@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Final, NamedTuple
 
+import numpy as np
 from pydantic import ValidationError
 
 from monitor.schema import MAX_ID_LENGTH, Rejection, RejectionKind, TrialEvent
@@ -26,6 +27,10 @@ MAX_BATCH_ITEMS: Final = 10_000
 # A trial event nests three levels at most (batch, event, cost or signals);
 # deeper input is refused before anything walks it recursively.
 MAX_DEPTH: Final = 16
+# Brackets a payload may open before it is refused undecoded. json.loads
+# recurses per level, so without this bound whether ~1,000 levels parse
+# (and so which reason a refusal gives) would depend on the caller's stack.
+MAX_PARSE_DEPTH: Final = 256
 
 
 class Trial(NamedTuple):
@@ -106,6 +111,9 @@ def _parse_payload(
     if size > max_bytes:
         reason = f"payload of {size} bytes exceeds the limit of {max_bytes}"
         return [_reject(reason, "too_large", payload, source, position)]
+    if _opens_too_deep(payload):
+        reason = "invalid JSON: nested too deeply to parse"
+        return [_reject(reason, "invalid_json", payload, source, position)]
     try:
         value = json.loads(payload.strip())
     except (ValueError, UnicodeDecodeError) as exc:
@@ -131,6 +139,26 @@ def _parse_payload(
             for index, item in enumerate(value)
         ]
     return [parse_object(value, source, position, run)]
+
+
+def _opens_too_deep(payload: str | bytes) -> bool:
+    """Whether brackets nest past ``MAX_PARSE_DEPTH`` anywhere in ``payload``.
+
+    Brackets inside strings count too: a bound, not a parser, and only
+    payloads with that many opening brackets are scanned at all.
+    """
+    data = (
+        payload.encode("utf-8", "surrogatepass")
+        if isinstance(payload, str)
+        else payload
+    )
+    opening = data.count(b"[") + data.count(b"{")
+    if opening <= MAX_PARSE_DEPTH:
+        return False
+    codes = np.frombuffer(data, dtype=np.uint8)
+    steps = ((codes == ord("[")) | (codes == ord("{"))).astype(np.int32)
+    steps -= ((codes == ord("]")) | (codes == ord("}"))).astype(np.int32)
+    return bool(np.cumsum(steps).max() > MAX_PARSE_DEPTH)
 
 
 def parse_object(

@@ -24,7 +24,7 @@ from monitor import Monitor, RunConfig
 from monitor.cli import main
 from monitor.config import HttpSettings
 from monitor.http import create_app
-from monitor.parsing import Trial, parse_payload
+from monitor.parsing import Parsed, Trial, parse_payload
 from monitor.schema import Rejection, Status, TrialEvent
 from monitor.service import Service
 from tests.helpers import serving
@@ -48,12 +48,40 @@ def test_deeply_nested_json_is_rejected_with_a_reason() -> None:
         assert rejection.kind == "invalid_json" and rejection.position == 7
         assert "nested too deeply" in rejection.reason
     event = {"run": "r", "model": "m", "question": 1, "trial": 1, "signals": {}}
-    nested: object = 1
-    for _ in range(900):
-        nested = [nested]
-    event["signals"] = {"a": nested}
-    (rejection,) = parse_payload(json.dumps(event))
-    assert isinstance(rejection, Rejection) and "nests deeper than" in rejection.reason
+    for levels, reason in ((100, "nests deeper than"), (900, "nested too deeply")):
+        nested: object = 1
+        for _ in range(levels):
+            nested = [nested]
+        event["signals"] = {"a": nested}
+        (rejection,) = parse_payload(json.dumps(event))
+        assert isinstance(rejection, Rejection) and reason in rejection.reason
+
+
+def test_how_deep_input_is_refused_does_not_depend_on_the_callers_stack() -> None:
+    """~1,000 levels either parse or exhaust the stack, by the caller's depth;
+    past MAX_PARSE_DEPTH a payload is refused before it is decoded."""
+
+    def deep_call(levels: int, payload: bytes) -> list[Parsed]:
+        if levels:
+            return deep_call(levels - 1, payload)
+        return parse_payload(payload, "test")
+
+    for payload in (
+        b"[" * 1987,
+        b"[" * 600 + b"]" * 600,
+        b'[{"a":' * 300 + b"1" + b"}]" * 300,
+    ):
+        shallow = parse_payload(payload, "test")
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(limit + 5000)  # as hypothesis does for its tests
+        try:
+            deep = deep_call(400, payload)
+            roomy = parse_payload(payload, "test")
+        finally:
+            sys.setrecursionlimit(limit)
+        assert shallow == deep == roomy
+        assert isinstance(shallow[0], Rejection)
+        assert shallow[0].reason == "invalid JSON: nested too deeply to parse"
 
 
 @given(st.lists(poison, max_size=8), st.integers(0, 2**16))
