@@ -39,32 +39,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.stopping import TRIALS_PER_STEP, WORLDS, World
+from benchmarks.stopping import WORLDS, run_world
 from monitor.schema import Status
-from monitor.simulation import SimulationResult, simulate
 
 TOLERANCE = 0.25
-CAP = 80
-
-
-def run_world(
-    world: World, seed: int, branch: tuple[int, int] | None = None, **extra: object
-) -> SimulationResult:
-    return simulate(
-        world.means,
-        budget_per_question=CAP,
-        question_count=world.questions,
-        kappa=world.kappa,
-        seed=seed,
-        categories=world.categories,
-        arrival=world.arrival,
-        trials_per_step=TRIALS_PER_STEP,
-        costs=world.costs,
-        target=world.target,
-        top_k=world.top_k,
-        branch=branch,
-        **extra,  # type: ignore[arg-type]
-    )
 
 
 def band_centre(totals: list[int]) -> float:

@@ -45,6 +45,7 @@ from monitor.simulation import (
     FIXED_N,
     PAPER_MEANS,
     Arrival,
+    SimulationResult,
     draw_categories,
     draw_world,
     grade,
@@ -189,10 +190,12 @@ def score_forecasts(
     return scores
 
 
-def replicate(job: tuple[str, str, int, int, bool]) -> Replicate:
-    name, control, cap, seed, forecasting = job
-    world = WORLDS[name]
-    result = simulate(
+def run_world(
+    world: World, seed: int, cap: int = 80, **options: object
+) -> SimulationResult:
+    """One replicate of ``world`` through the engine's loop (``options`` go
+    to :func:`simulate`: error control, forecasts, a branch, an observer)."""
+    return simulate(
         world.means,
         budget_per_question=cap,
         question_count=world.questions,
@@ -204,8 +207,15 @@ def replicate(job: tuple[str, str, int, int, bool]) -> Replicate:
         costs=world.costs,
         target=world.target,
         top_k=world.top_k,
-        error_control=control,
-        record_forecasts=forecasting,
+        **options,  # type: ignore[arg-type]
+    )
+
+
+def replicate(job: tuple[str, str, int, int, bool]) -> Replicate:
+    name, control, cap, seed, forecasting = job
+    world = WORLDS[name]
+    result = run_world(
+        world, seed, cap, error_control=control, record_forecasts=forecasting
     )
     used = {row.model: row.trials for row in result.status.models}
     groups = {row.model: row.group for row in result.status.models}

@@ -66,6 +66,7 @@ from monitor.store import (
     PendingEvent,
     StoredEvent,
     TrialBatch,
+    combined_reports,
 )
 from monitor.wire import TrialColumns, Wire, parse_wire
 
@@ -510,16 +511,7 @@ class Monitor:
             )
             for first in range(0, max(size, 1), COLUMN_CHUNK_TRIALS)
         ]
-        if len(reports) == 1:
-            return reports[0]
-        return IngestReport(
-            accepted=sum(report.accepted for report in reports),
-            duplicates=sum(report.duplicates for report in reports),
-            corrections=sum(report.corrections for report in reports),
-            rejected=tuple(r for report in reports for r in report.rejected),
-            events=tuple(e for report in reports for e in report.events),
-            runs=tuple(sorted({run for report in reports for run in report.runs})),
-        )
+        return combined_reports(reports)
 
     def _ingest_column_chunk(
         self,

@@ -21,7 +21,7 @@ from monitor.engine import Monitor
 from monitor.parsing import Parsed, parse_object
 from monitor.schema import Rejection, RunConfig
 from monitor.scoring import ResultsMatrix
-from monitor.store import IngestReport
+from monitor.store import IngestReport, combined_reports
 from monitor.wire import Wire
 
 
@@ -220,7 +220,7 @@ def ingest_matrix(
                     per_model[first:last].reshape(size),
                 )
             )
-    return _combined(reports)
+    return combined_reports(reports)
 
 
 def _declare_run(monitor: Monitor, matrix: ResultsMatrix) -> None:
@@ -240,17 +240,6 @@ def _declare_run(monitor: Monitor, matrix: ResultsMatrix) -> None:
         raise ValueError(
             f"run {matrix.run!r} has weights {known}; the file carries {weights}"
         )
-
-
-def _combined(reports: Sequence[IngestReport]) -> IngestReport:
-    return IngestReport(
-        accepted=sum(report.accepted for report in reports),
-        duplicates=sum(report.duplicates for report in reports),
-        corrections=sum(report.corrections for report in reports),
-        rejected=tuple(r for report in reports for r in report.rejected),
-        events=tuple(e for report in reports for e in report.events),
-        runs=tuple(sorted({run for report in reports for run in report.runs})),
-    )
 
 
 def _number(text: str) -> float | None:

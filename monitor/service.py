@@ -35,7 +35,7 @@ from monitor.interfaces import Payload, Publisher, TrialSource
 from monitor.rejections import RecentRejection, RecentRejections
 from monitor.schema import NextItem, Rejection, RunConfig, Status
 from monitor.snapshot import Snapshot
-from monitor.store import IngestReport, StoredEvent
+from monitor.store import IngestReport, StoredEvent, combined_reports
 from monitor.subscriptions import Subscription
 from monitor.wire import TrialColumns, Wire, parse_wire
 from monitor.worker import EngineWorker
@@ -259,7 +259,7 @@ class Service:
                 )
                 index += take
                 take = 1 if reports[-1].rejected else group
-            report = _merged(reports)
+            report = combined_reports(reports)
         elapsed = self._clock() - started
         self._account(report, elapsed, len(payloads))
         return report
@@ -541,21 +541,6 @@ def _pieces(parsed: list[Wire]) -> list[tuple[int, int]]:
     if start < len(parsed) or not pieces:
         pieces.append((start, len(parsed)))
     return pieces
-
-
-def _merged(reports: list[IngestReport]) -> IngestReport:
-    """One report for the pieces of one ingest call."""
-    if len(reports) == 1:
-        return reports[0]
-    runs = dict.fromkeys(run for report in reports for run in report.runs)
-    return IngestReport(
-        accepted=sum(report.accepted for report in reports),
-        duplicates=sum(report.duplicates for report in reports),
-        corrections=sum(report.corrections for report in reports),
-        rejected=tuple(item for report in reports for item in report.rejected),
-        events=tuple(event for report in reports for event in report.events),
-        runs=tuple(runs),
-    )
 
 
 async def _cancel_until_done(tasks: list[asyncio.Task[None]]) -> None:

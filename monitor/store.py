@@ -286,6 +286,20 @@ class IngestReport:
     runs: tuple[str, ...] = ()
 
 
+def combined_reports(reports: Sequence[IngestReport]) -> IngestReport:
+    """One report for the pieces of one ingest call (runs sorted, as one call's)."""
+    if len(reports) == 1:
+        return reports[0]
+    return IngestReport(
+        accepted=sum(report.accepted for report in reports),
+        duplicates=sum(report.duplicates for report in reports),
+        corrections=sum(report.corrections for report in reports),
+        rejected=tuple(r for report in reports for r in report.rejected),
+        events=tuple(e for report in reports for e in report.events),
+        runs=tuple(sorted({run for report in reports for run in report.runs})),
+    )
+
+
 @dataclass(slots=True)
 class StoredState:
     """Everything needed to rebuild the engine after a restart."""

@@ -33,19 +33,17 @@ from adapters.redis.streams import RedisStreamSource
 from monitor import Monitor, RunConfig, StoreError
 from monitor.config import RedisStreamSettings, StoreSettings
 from monitor.service import Service
-from monitor.store import Batch, DeadLetter, MemoryStore, PendingEvent
+from monitor.store import Batch, DeadLetter, PendingEvent
 from tests.adapters.test_redis_store import (
     RUNS,
     WEIGHTS,
     Trial,
-    as_lists,
+    assert_answers_as_memory,
     batch_strategy,
     bench_config,
-    counts_view,
     ingest_all,
     messy_stream,
     pending,
-    state_view,
     trial_batch,
 )
 from tests.helpers import eventually, trial_events, trial_results
@@ -102,24 +100,9 @@ def test_random_batches_across_slots_get_the_memory_stores_answers(
 ) -> None:
     url = redis_cluster_nodes.url
     delete_keys(url, prefix)
-    memory = MemoryStore()
     shared = RedisStore(url, prefix, cluster=True, chunk_size=3)
     try:
-        for run in RUNS:
-            for target in (memory, shared):
-                target.save_config(RunConfig(run=run, weights=WEIGHTS))
-        for trial_batches, letters, cursor in batches:
-            batch = Batch(
-                [trial_batch(run, trials) for run, trials in trial_batches],
-                letters,
-                cursor,
-            )
-            assert as_lists(shared.apply(batch)) == as_lists(memory.apply(batch))
-        for run in RUNS:
-            assert shared.totals(run) == memory.totals(run)
-            assert counts_view(shared.counts(run)) == counts_view(memory.counts(run))
-        assert state_view(shared.load()) == state_view(memory.load())
-        assert shared.dead_letters(3) == memory.dead_letters(3)
+        assert_answers_as_memory(shared, batches)
     finally:
         shared.close()
         delete_keys(url, prefix)

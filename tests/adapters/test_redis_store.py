@@ -146,6 +146,31 @@ batch_strategy = st.tuples(
 )
 
 
+def assert_answers_as_memory(
+    shared: RedisStore,
+    batches: list[
+        tuple[list[tuple[str, list[Trial]]], list[DeadLetter], tuple[str, str] | None]
+    ],
+) -> None:
+    """Apply ``batches`` to ``shared`` and a memory store: the same answers."""
+    memory = MemoryStore()
+    for run in RUNS:
+        for target in (memory, shared):
+            target.save_config(RunConfig(run=run, weights=WEIGHTS))
+    for trial_batches, letters, cursor in batches:
+        batch = Batch(
+            [trial_batch(run, trials) for run, trials in trial_batches],
+            letters,
+            cursor,
+        )
+        assert as_lists(shared.apply(batch)) == as_lists(memory.apply(batch))
+    for run in RUNS:
+        assert shared.totals(run) == memory.totals(run)
+        assert counts_view(shared.counts(run)) == counts_view(memory.counts(run))
+    assert state_view(shared.load()) == state_view(memory.load())
+    assert shared.dead_letters(3) == memory.dead_letters(3)
+
+
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches=st.lists(batch_strategy, min_size=1, max_size=5))
 def test_random_batches_get_the_same_answers_as_the_memory_store(
@@ -160,25 +185,10 @@ def test_random_batches_get_the_same_answers_as_the_memory_store(
     ],
 ) -> None:
     delete_keys(redis.url, prefix)
-    memory = MemoryStore()
     # Tiny chunks: classification must stay sequential across script calls.
     shared = RedisStore(redis.url, prefix, chunk_size=3)
     try:
-        for run in RUNS:
-            for target in (memory, shared):
-                target.save_config(RunConfig(run=run, weights=WEIGHTS))
-        for trial_batches, letters, cursor in batches:
-            batch = Batch(
-                [trial_batch(run, trials) for run, trials in trial_batches],
-                letters,
-                cursor,
-            )
-            assert as_lists(shared.apply(batch)) == as_lists(memory.apply(batch))
-        for run in RUNS:
-            assert shared.totals(run) == memory.totals(run)
-            assert counts_view(shared.counts(run)) == counts_view(memory.counts(run))
-        assert state_view(shared.load()) == state_view(memory.load())
-        assert shared.dead_letters(3) == memory.dead_letters(3)
+        assert_answers_as_memory(shared, batches)
     finally:
         shared.close()
         delete_keys(redis.url, prefix)
