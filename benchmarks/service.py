@@ -6,8 +6,11 @@ Starts its own mosquitto and redis-server on free ports and one or two
 `scorio-monitor serve` workers (Redis store, shared MQTT subscription).
 
 - throughput: a publisher sends N trials as JSON arrays of 100 per QoS 1
-  message as fast as the broker takes them; the clock stops when a worker's
-  status counts all N (the status is computed from the shared Redis counts).
+  message (encoded beforehand) as fast as the broker takes them; the clock
+  stops when a worker's status counts all N (the status is computed from the
+  shared Redis counts). CPU per trial of every process (workers, Redis, the
+  broker, this one), and the rate the busiest would allow with a core of its
+  own: a projection for a machine with the cores, not a measurement.
 - latency: single-trial messages paced at 1,000 trials/s; for each trial,
   the time from its publish to the first retained status on MQTT that
   counts it. Reported as p50 / p99 over the run.
@@ -82,15 +85,16 @@ def start_worker(config: Path, log: Path) -> subprocess.Popen[bytes]:
         )
 
 
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of one process so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1]
+    utime, stime = fields.split()[11:13]
+    return (int(utime) + int(stime)) / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_seconds(processes: list[subprocess.Popen[bytes]]) -> float:
     """User + system CPU time of the worker processes so far, from /proc."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for process in processes:
-        fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1]
-        utime, stime = fields.split()[11:13]
-        total += int(utime) + int(stime)
-    return total / ticks
+    return sum(process_cpu(process.pid) for process in processes)
 
 
 async def wait_up(base: str) -> None:
@@ -126,18 +130,28 @@ def trials(count: int, offset: int, seed: int) -> list[dict[str, object]]:
     ]
 
 
+def bodies(count: int, offset: int) -> list[bytes]:
+    """The throughput phase's messages: JSON arrays of 100 trials.
+
+    Encoded before the clock starts: the publisher shares the cores with the
+    workers, and its JSON encoding is not the service's work.
+    """
+    events = trials(count, offset, seed=offset)
+    return [
+        json.dumps(events[index : index + 100]).encode()
+        for index in range(0, count, 100)
+    ]
+
+
 async def throughput(
-    port: int, base: str, count: int, offset: int
+    port: int, base: str, messages: list[bytes], count: int
 ) -> tuple[float, int]:
     """Trials per second, and the run's count once all were counted."""
-    events = trials(count, offset, seed=offset)
     before = await counted(base)
     start = time.perf_counter()
     async with aiomqtt.Client("127.0.0.1", port, max_inflight_messages=1000) as client:
-        for index in range(0, count, 100):
-            await client.publish(
-                "bench/run/trials", json.dumps(events[index : index + 100]), qos=1
-            )
+        for body in messages:
+            await client.publish("bench/run/trials", body, qos=1)
     while await counted(base) < before + count:
         await asyncio.sleep(0.02)
     return count / (time.perf_counter() - start), before + count
@@ -189,7 +203,7 @@ async def latency(
     return float(np.percentile(values, 50)), float(np.percentile(values, 99))
 
 
-async def measure(workers: int, count: int, folder: Path) -> dict[str, float]:
+async def measure(workers: int, count: int, folder: Path) -> dict[str, float | str]:
     with ExitStack() as stack:
         broker = stack.enter_context(mosquitto_broker(folder / "broker", BROKER_CONFIG))
         redis = stack.enter_context(redis_server(folder / "redis"))
@@ -203,9 +217,22 @@ async def measure(workers: int, count: int, folder: Path) -> dict[str, float]:
             for base in bases:
                 await wait_up(base)
             await asyncio.sleep(1.0)
+            messages = bodies(count, offset=0)
+            # Every process of the bulk phase, to see which one would cap the
+            # rate where each had a core of its own.
+            pids = {f"worker{index}": p.pid for index, p in enumerate(processes)}
+            assert redis.process is not None and broker.process is not None
+            pids["redis"] = redis.process.pid
+            pids["broker"] = broker.process.pid
+            pids["bench"] = os.getpid()
+            each_start = {name: process_cpu(pid) for name, pid in pids.items()}
             cpu_start = cpu_seconds(processes)
-            rate, total = await throughput(broker.port, bases[0], count, offset=0)
+            rate, total = await throughput(broker.port, bases[0], messages, count)
             cpu_bulk = cpu_seconds(processes) - cpu_start
+            each = {
+                name: (process_cpu(pid) - each_start[name]) / count * 1e6
+                for name, pid in pids.items()
+            }
             cpu_start = cpu_seconds(processes)
             paced = int(5.0 * 1000.0)
             p50, p99 = await latency(broker.port, 5.0, 1000.0, count, total)
@@ -223,6 +250,12 @@ async def measure(workers: int, count: int, folder: Path) -> dict[str, float]:
         # Summed over the workers: CPU spent per trial counted.
         "cpu_us_per_trial_bulk": round(cpu_bulk / count * 1e6, 1),
         "cpu_us_per_trial_paced": round(cpu_paced / paced * 1e6, 1),
+        # Bulk phase, per process: CPU us per trial counted, and the rate the
+        # busiest process would allow with a core to itself (a projection:
+        # no process here has one; the bench process publishes and polls).
+        **{f"cpu_us_per_trial_{name}": round(us, 2) for name, us in each.items()},
+        "one_core_each_ceiling_per_s": round(1e6 / max(each.values())),
+        "one_core_each_ceiling_by": max(each, key=lambda name: each[name]),
     }
 
 
