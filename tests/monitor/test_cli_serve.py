@@ -4,6 +4,7 @@ fails clearly."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -15,6 +16,7 @@ from typing import cast
 
 import httpx
 
+from monitor.cli.common import listening_socket
 from tests.services import MosquittoBroker, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,6 +30,33 @@ def service_config(tmp_path: Path, port: int) -> Path:
         f'[http]\nlisten = "127.0.0.1:{port}"\n'
     )
     return config
+
+
+def test_connections_to_the_bound_socket_send_without_waiting_for_acks() -> None:
+    # Nagle left on made each request on a kept-alive connection wait ~40 ms
+    # for the client's delayed ACK (asyncio turns it off only on sockets
+    # that say they are TCP).
+    async def accepted_nodelay() -> int:
+        accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        class Probe(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                sock = transport.get_extra_info("socket")
+                accepted.set_result(
+                    sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+                )
+                transport.close()
+
+        sock = listening_socket("127.0.0.1", 0)
+        server = await asyncio.get_running_loop().create_server(Probe, sock=sock)
+        async with server:
+            port = sock.getsockname()[1]
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            value = await asyncio.wait_for(accepted, 10)
+            writer.close()
+            return value
+
+    assert asyncio.run(accepted_nodelay()) != 0
 
 
 def test_serve_on_a_busy_port_fails_in_one_line_without_announcing(
