@@ -78,11 +78,14 @@ class JsonLines:
         self._sleep = sleep
         self._stopped = False
         self._line = 0
+        # Resolved once: callers ask per line, and resolving is a syscall per
+        # path component.
+        self._name = "stdin" if self._path is None else f"file:{self._path.resolve()}"
 
     @property
     def name(self) -> str:
         """Cursor name: ``file:<absolute path>``, or ``stdin``."""
-        return "stdin" if self._path is None else f"file:{self._path.resolve()}"
+        return self._name
 
     def stop(self) -> None:
         """Ask a following reader to finish after its current batch."""
