@@ -36,6 +36,8 @@ from scorio_core.stopping import StoppingRule
 
 # Why a trial was refused: a kind (for metrics) and a sentence (for people).
 Refusal = tuple[RejectionKind, str]
+# A table's rows and their count changes (CountTable.add_row_counts_together).
+Part = tuple[CountTable, NDArray[np.int64], NDArray[np.int64]]
 
 
 @dataclass(slots=True)
@@ -416,11 +418,19 @@ class RunState:
         groups = distinct // height
         bounds = [*np.flatnonzero(np.diff(groups, prepend=-1)).tolist(), groups.size]
         rows = distinct % height
+        # Per namespace, every table's rows at once (observed first).
+        parts: tuple[list[Part], list[Part]] = ([], [])
         for first, last in itertools.pairwise(bounds):
             group = int(groups[first])
-            self.table(models.values[group // 2]).add_row_counts(
-                rows[first:last], block[first:last], prior=bool(group % 2)
+            parts[group % 2].append(
+                (
+                    self.table(models.values[group // 2]),
+                    rows[first:last],
+                    block[first:last],
+                )
             )
+        for prior, namespace in enumerate(parts):
+            CountTable.add_row_counts_together(namespace, prior=bool(prior))
         size = len(batch)
         if batch.tokens.count(None) < size or batch.seconds.count(None) < size:
             for index in np.flatnonzero(before == NEW).tolist():

@@ -30,6 +30,7 @@ batch recompute to 1e-12.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Final, cast
@@ -467,6 +468,106 @@ class CountTable:
         index shares its rows): no lookup per question. ``rows`` must be
         distinct rows of the index.
         """
+        self._check_rows(rows, deltas, prior)
+        self._add_rows(rows, deltas, prior)
+
+    @staticmethod
+    def add_row_counts_together(
+        parts: Sequence[tuple[CountTable, NDArray[np.int64], NDArray[np.int64]]],
+        *,
+        prior: bool,
+    ) -> None:
+        """:meth:`add_row_counts` of several tables in one pass; all or nothing.
+
+        ``parts``: (table, rows, deltas) of distinct tables. Tables with the
+        same weights (the models of one run) have their rows' terms computed
+        together, with the float operations each table's own update uses, so
+        a batch of many models costs a few gathers and scatters per table.
+        Every table is checked first: on ``ValueError`` none changed.
+        """
+        parts = [part for part in parts if len(part[1])]
+        if not parts:
+            return
+        first = parts[0][0]
+        if len(parts) == 1 or any(
+            table._scaled != first._scaled for table, _, _ in parts
+        ):
+            for table, rows, deltas in parts:
+                table._check_rows(rows, deltas, prior)
+            for table, rows, deltas in parts:
+                table._add_rows(rows, deltas, prior)
+            return
+        sizes = [len(rows) for _, rows, _ in parts]
+        ends = list(itertools.accumulate(sizes))
+        starts = [end - size for end, size in zip(ends, sizes, strict=True)]
+        own: list[NDArray[np.integer]] = []
+        other: list[NDArray[np.integer]] = []
+        old_means: list[NDArray[np.float64]] = []
+        old_variances: list[NDArray[np.float64]] = []
+        for table, rows, _ in parts:
+            table._take_rows()
+            own.append((table._prior if prior else table._observed)[rows])
+            other.append((table._observed if prior else table._prior)[rows])
+            old_means.append(table._means[rows])
+            old_variances.append(table._variances[rows])
+        deltas = np.concatenate([part[2] for part in parts])
+        counts = np.concatenate(own).astype(np.int64) + deltas
+        if int(deltas.min()) < 0 and int(counts.min()) < 0:
+            for (table, rows, _), start, end in zip(parts, starts, ends, strict=True):
+                bad = (counts[start:end] < 0).any(axis=1)
+                if bad.any():
+                    question = table._questions[int(rows[np.argmax(bad)])]
+                    raise ValueError(
+                        f"a count on question {question!r} would become negative"
+                    )
+        # Observed + prior counts + 1 (as _nu), from the counts just made.
+        nu = np.concatenate(other) + counts + 1
+        means, variances = _row_terms(nu, first._scaled)
+        starts_array = np.array(starts)
+        mean_changes = np.add.reduceat(
+            means - np.concatenate(old_means), starts_array
+        ).tolist()
+        variance_changes = np.add.reduceat(
+            variances - np.concatenate(old_variances), starts_array
+        ).tolist()
+        trials = deltas.sum(axis=1)
+        trial_changes = np.add.reduceat(trials, starts_array).tolist()
+        top_count = int(counts.max())
+        # Observed trials per row: the sum of its observed counts.
+        row_trials = counts.sum(axis=1)
+        top_trials = 0 if prior else int(row_trials.max())
+        for index, (table, rows, _) in enumerate(parts):
+            start, end = starts[index], ends[index]
+            block = counts[start:end]
+            table_counts = table._prior if prior else table._observed
+            if top_count > _max_of(table_counts.dtype):
+                table._widen(prior, int(block.max()))
+                table_counts = table._prior if prior else table._observed
+            table_counts[rows] = block
+            if prior:
+                table._prior_trial_count += trial_changes[index]
+            else:
+                table._trial_count += trial_changes[index]
+                totals = row_trials[start:end]
+                if top_trials > _max_of(table._row_trials.dtype):
+                    held = _holding(table._row_trials, totals)
+                    if held is not table._row_trials:
+                        table._row_trials = held
+                        table._refresh_views()
+                table._row_trials[rows] = totals
+            table._means[rows] = means[start:end]
+            table._variances[rows] = variances[start:end]
+            table._mean_sum += mean_changes[index]
+            table._variance_sum += variance_changes[index]
+            table._synced = False
+            table._resync_countdown -= end - start
+            if table._resync_countdown <= 0:
+                table.resync()
+
+    def _check_rows(
+        self, rows: NDArray[np.int64], deltas: NDArray[np.int64], prior: bool
+    ) -> None:
+        """Raise if adding ``deltas`` to ``rows`` would make a count negative."""
         self._take_rows()
         table = self._prior if prior else self._observed
         if deltas.size and int(deltas.min()) < 0:
@@ -478,7 +579,6 @@ class CountTable:
                 raise ValueError(
                     f"a count on question {question!r} would become negative"
                 )
-        self._add_rows(rows, deltas, prior)
 
     def _add_rows(
         self, rows: NDArray[np.int64], deltas: NDArray[np.int64], prior: bool
