@@ -107,6 +107,9 @@ class TrialBatch:
         if self._factors or self._categories is not None:
             self._factors.clear()
             self._categories = None
+        if not self.category:  # the batch is these columns: take their arrays
+            self._factors.update(columns.factors)
+            self._categories = columns.categories
         self.model.extend(columns.model)
         self.question.extend(columns.question)
         self.trial.extend(columns.trial)

@@ -16,13 +16,16 @@ way (:meth:`TrialColumns.expand`) to word the refusal.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Final
 
 import msgspec
+import numpy as np
 from msgspec import UNSET, Struct, UnsetType
+from numpy.typing import NDArray
 
+from monitor.ledger import Factors
 from monitor.parsing import (
     MAX_BATCH_ITEMS,
     MAX_PAYLOAD_BYTES,
@@ -30,6 +33,7 @@ from monitor.parsing import (
     Trial,
     finite_float,
     loose_id,
+    loose_ids,
     new_trial,
     parse_payload,
     strict_id,
@@ -80,8 +84,6 @@ _CORRECT = attrgetter("correct")
 _PRIOR = attrgetter("prior")
 _COST = attrgetter("cost")
 _TS = attrgetter("ts")
-# No trial yet: an empty (but never refused) column.
-_NO_QUESTIONS: Final[tuple[str, ...]] = ()
 
 
 @dataclass(slots=True, eq=False)
@@ -114,6 +116,11 @@ class TrialColumns:
     max_items: int
     # Index of the first trial in the payload (a piece of a large one).
     offset: int = 0
+    # The id columns factorized, for the engine's vectorised steps (see
+    # TrialBatch.preset); empty when not worked out.
+    factors: Mapping[str, Factors] = field(default_factory=dict)
+    # The category column as an array, if worked out.
+    categories: NDArray[np.int64] | None = None
 
     def __len__(self) -> int:
         return len(self.category)
@@ -158,6 +165,8 @@ class TrialColumns:
             models=list(dict.fromkeys(model)),
             questions=list(dict.fromkeys(question)),
             offset=self.offset + start,
+            factors={},
+            categories=None,
         )
 
 
@@ -356,27 +365,39 @@ def _columns(
     for value in models:
         if strict_id(value) is None:
             return None
-    question, questions = _id_column(list(map(_QUESTION, events)))
-    trial, _ = _id_column(list(map(_TRIAL, events)))
-    if question is None or trial is None:
+    questions = _id_column(list(map(_QUESTION, events)))
+    trials = _id_column(list(map(_TRIAL, events)))
+    if questions is None or trials is None:
         return None
+    model_codes = dict(zip(models, range(len(models)), strict=True))
+    factors = {
+        "model": Factors(
+            models, np.fromiter(map(model_codes.__getitem__, model), np.int64, size)
+        ),
+        "question": questions[1],
+        "trial": trials[1],
+    }
     categories = list(map(_CATEGORY, events))
     corrects = list(map(_CORRECT, events))
     if categories.count(None) == size:
         if None in corrects:
             return None
-        category: list[int] = list(map(int, corrects))
+        counted = np.fromiter(corrects, np.int64, size)
+        category: list[int] = counted.tolist()
+        outcomes: NDArray[np.int64] | None = counted
         from_correct = True
     elif corrects.count(None) == size:
         if None in categories or min(categories) < 0:
             return None
         category = categories
+        outcomes = _array(category)
         from_correct = False
     else:
-        outcomes = _outcomes(categories, corrects)
-        if outcomes is None:
+        mixed = _outcomes(categories, corrects)
+        if mixed is None:
             return None
-        category, from_correct = outcomes
+        category, from_correct = mixed
+        outcomes = _array(category)
     prior: list[bool] = [False] * size
     tokens: list[int | None] = [None] * size
     seconds: list[float | None] = [None] * size
@@ -388,8 +409,8 @@ def _columns(
     return TrialColumns(
         run=run,
         model=model,
-        question=question,
-        trial=trial,
+        question=questions[0],
+        trial=trials[0],
         category=category,
         prior=prior,
         tokens=tokens,
@@ -397,13 +418,15 @@ def _columns(
         ts=ts,
         from_correct=from_correct,
         models=models,
-        questions=questions,
+        questions=questions[1].values,
         payload=payload,
         source=source,
         position=position,
         channel=channel,
         max_bytes=max_bytes,
         max_items=max_items,
+        factors=factors,
+        categories=outcomes,
     )
 
 
@@ -434,23 +457,32 @@ def _optional_columns(
     return True
 
 
-def _id_column(values: list[str | int]) -> tuple[list[str] | None, Sequence[str]]:
-    """A question or trial column as text, and its distinct texts in order.
+def _id_column(values: list[str | int]) -> tuple[list[str], Factors] | None:
+    """A question or trial column as text, and its factors (texts in order).
 
     None when an id is invalid. Each distinct value is checked once.
     """
-    texts: dict[str | int, str] = {}
-    plain = True
-    for value in dict.fromkeys(values):
-        text = loose_id(value)
-        if text is None:
-            return None, _NO_QUESTIONS
-        texts[value] = text
-        plain = plain and type(value) is str
-    distinct = list(dict.fromkeys(texts.values()))
-    if plain:
-        return values, distinct  # type: ignore[return-value]
-    return list(map(texts.__getitem__, values)), distinct
+    distinct = list(dict.fromkeys(values))
+    texts = loose_ids(distinct)
+    if texts is None:
+        return None
+    if len(set(texts)) < len(texts):  # an integer and its digits as text
+        column = list(map(dict(zip(distinct, texts, strict=True)).__getitem__, values))
+        return column, Factors.of(column)
+    index = dict(zip(distinct, range(len(distinct)), strict=True))
+    codes = np.fromiter(map(index.__getitem__, values), np.int64, len(values))
+    if texts == distinct:  # all text already
+        return values, Factors(texts, codes)  # type: ignore[return-value]
+    texts_column: list[str] = np.array(texts, dtype=object)[codes].tolist()
+    return texts_column, Factors(texts, codes)
+
+
+def _array(category: list[int]) -> NDArray[np.int64] | None:
+    """The category column as an array; None past int64 (a batch refused)."""
+    try:
+        return np.fromiter(category, np.int64, len(category))
+    except OverflowError:
+        return None
 
 
 def _outcomes(

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from monitor import Monitor
 from monitor.ingesting import with_implied_run
+from monitor.ledger import Factors
 from monitor.parsing import Parsed, Trial, parse_payload
 from monitor.schema import Rejection
 from monitor.store import IngestReport
@@ -152,6 +153,16 @@ def test_parse_wire_gives_what_parse_payload_gives(
         assert list(columns.questions) == list(
             dict.fromkeys(t.question for t in trials)
         )
+        # The arrays handed to the engine's vectorised steps match the columns.
+        for name in ("model", "question", "trial"):
+            factors, expected = (
+                columns.factors[name],
+                Factors.of(getattr(columns, name)),
+            )
+            assert factors.values == expected.values
+            assert factors.codes.tolist() == expected.codes.tolist()
+        assert columns.categories is not None
+        assert columns.categories.tolist() == columns.category
     elif fast != slow:
         # Only a single plain trial may differ, by the raw mapping it keeps.
         assert len(fast) == 1 and isinstance(fast[0], Trial)
