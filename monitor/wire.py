@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
-from typing import Final
+from typing import Final, cast
 
 import msgspec
 import numpy as np
@@ -56,6 +56,16 @@ class _Bare(Struct, forbid_unknown_fields=True, gc=False):
     correct: bool | None = None
 
 
+class _Correct(Struct, forbid_unknown_fields=True, gc=False):
+    """A trial event with its ids and ``correct`` only (binary outcomes)."""
+
+    model: str
+    question: str | int
+    trial: str | int
+    correct: bool
+    run: str | UnsetType = UNSET
+
+
 class _Event(_Bare, forbid_unknown_fields=True, gc=False):
     """A plain trial event as JSON gives it; any other field declines it.
 
@@ -71,9 +81,13 @@ class _Event(_Bare, forbid_unknown_fields=True, gc=False):
 
 
 _DECODER: Final = msgspec.json.Decoder(_Event | list[_Event])
-# Tried first on arrays: fewer fields to decode and no optional columns to
-# read when it fits (a field it lacks makes it fail, at that field).
-_BARE_DECODER: Final = msgspec.json.Decoder(list[_Bare])
+# Tried first on arrays, in this order: fewer fields to decode and no
+# optional columns to read when one fits (a field it lacks makes it fail,
+# at that field).
+_ARRAY_DECODERS: Final = (
+    msgspec.json.Decoder(list[_Correct]),
+    msgspec.json.Decoder(list[_Bare]),
+)
 
 _RUN = attrgetter("run")
 _MODEL = attrgetter("model")
@@ -207,15 +221,16 @@ def _fast(
     if len(payload) > max_bytes:
         return None
     if payload[:1] == b"[":
-        try:
-            bare = _BARE_DECODER.decode(payload)
-        except msgspec.DecodeError:
-            pass
-        else:
+        for decoder in _ARRAY_DECODERS:
+            try:
+                bare = decoder.decode(payload)
+            except msgspec.DecodeError:
+                continue
             if 2 <= len(bare) <= max_items:
                 return _columns(
                     bare, payload, source, position, channel, max_bytes, max_items
                 )
+            break
     try:
         decoded = _DECODER.decode(payload)
     except msgspec.DecodeError:  # includes msgspec.ValidationError
@@ -338,7 +353,7 @@ def _cost(cost: _Cost) -> tuple[int | None, float | None] | None:
 
 
 def _columns(
-    events: list[_Event] | list[_Bare],
+    events: list[_Event] | list[_Bare] | list[_Correct],
     payload: bytes,
     source: str,
     position: int | None,
@@ -377,8 +392,10 @@ def _columns(
         "question": questions[1],
         "trial": trials[1],
     }
-    categories = list(map(_CATEGORY, events))
     corrects = list(map(_CORRECT, events))
+    categories: list[int | None] = [None] * size
+    if type(events[0]) is not _Correct:
+        categories = list(map(_CATEGORY, events))
     if categories.count(None) == size:
         if None in corrects:
             return None
@@ -387,9 +404,11 @@ def _columns(
         outcomes: NDArray[np.int64] | None = counted
         from_correct = True
     elif corrects.count(None) == size:
-        if None in categories or min(categories) < 0:
+        if None in categories:
             return None
-        category = categories
+        category = cast("list[int]", categories)
+        if min(category) < 0:
+            return None
         outcomes = _array(category)
         from_correct = False
     else:
@@ -486,7 +505,7 @@ def _array(category: list[int]) -> NDArray[np.int64] | None:
 
 
 def _outcomes(
-    categories: list[int | None], corrects: list[bool | None]
+    categories: Sequence[int | None], corrects: Sequence[bool | None]
 ) -> tuple[list[int], bool] | None:
     """Outcomes of a column mixing ``category`` and ``correct``, or None."""
     outcomes: list[int] = []

@@ -80,6 +80,16 @@ clean_events = st.fixed_dictionaries(
         else {key: value for key, value in event.items() if key != "correct"}
     )
 )
+# Ids and ``correct`` only (the commonest arrays), some of them odd.
+binary_events = st.fixed_dictionaries(
+    {
+        "model": st.sampled_from(["a", "b"]),
+        "question": st.one_of(st.integers(0, 4), st.sampled_from(["1", "q", ""])),
+        "trial": st.one_of(st.integers(0, 3), st.just("0"), st.just(True)),
+        "correct": st.one_of(st.booleans(), st.booleans(), st.none(), st.just(1)),
+    },
+    optional={"run": st.sampled_from(["r", "r", "s"])},
+)
 elements = st.one_of(
     clean_events, clean_events, clean_events, near_events, odd_events()
 )
@@ -89,7 +99,9 @@ elements = st.one_of(
 def payloads(draw: st.DrawFn) -> bytes:
     """An event, an array of them, or bytes that are not quite either."""
     kind = draw(
-        st.sampled_from(["one", "clean", "clean", "array", "array", "poison", "bytes"])
+        st.sampled_from(
+            ["one", "clean", "clean", "binary", "array", "array", "poison", "bytes"]
+        )
     )
     if kind == "poison":
         return draw(poison)
@@ -97,6 +109,8 @@ def payloads(draw: st.DrawFn) -> bytes:
         text = json.dumps(draw(elements))
     elif kind == "clean":
         text = json.dumps(draw(st.lists(clean_events, min_size=1, max_size=8)))
+    elif kind == "binary":
+        text = json.dumps(draw(st.lists(binary_events, min_size=1, max_size=8)))
     else:
         text = json.dumps(draw(st.lists(elements, min_size=0, max_size=12)))
     if kind == "bytes":
