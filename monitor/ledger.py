@@ -238,6 +238,18 @@ def _ids_of(
     return ids(int(part[index]))
 
 
+def _stable_order(keys: NDArray[np.int64], bound: int) -> NDArray[np.int64]:
+    """``np.argsort(keys, kind="stable")`` for keys in ``0..bound-1``.
+
+    Each key made distinct by its position (when that fits in int64), so
+    the faster unstable sort gives the stable order.
+    """
+    size = len(keys)
+    if bound * size >= 1 << 62:
+        return np.argsort(keys, kind="stable")
+    return np.argsort(keys * size + np.arange(size))
+
+
 def _grown(size: int, index: int, numbered: int) -> int:
     """A new size for a grid side that must take ``index``.
 
@@ -302,7 +314,7 @@ class Ledger:
         size = len(rows)
         stride = len(self._columns) + 1  # columns of -1 get a slot of their own
         keys = (groups * len(self._rows) + rows) * stride + (columns + 1)
-        order = np.argsort(keys, kind="stable")
+        order = _stable_order(keys, 2 * len(models) * len(self._rows) * stride)
         sorted_keys = keys[order]
         sorted_categories = categories[order]
         change = np.ones(size + 1, dtype=bool)

@@ -381,15 +381,15 @@ class RunState:
         if not moved.size:
             return
         questions = batch.factors("question")
-        for question in questions.values:
-            if question not in self._question_rows:
-                self.add_question(question)
         # The tables share the run's question rows: number them once.
         row_of = np.fromiter(
-            map(self._question_rows.__getitem__, questions.values),
+            map(self._question_rows.get, questions.values, itertools.repeat(-1)),
             np.int64,
             len(questions.values),
         )
+        for index in np.flatnonzero(row_of < 0).tolist():
+            self.add_question(questions.values[index])
+            row_of[index] = self._question_rows[questions.values[index]]
         models = batch.factors("model")
         group_of = models.codes * 2
         if batch.prior.count(False) != len(batch):

@@ -530,11 +530,13 @@ class CountTable:
         variance_changes = np.add.reduceat(
             variances - np.concatenate(old_variances), starts_array
         ).tolist()
-        trials = deltas.sum(axis=1)
-        trial_changes = np.add.reduceat(trials, starts_array).tolist()
+        trial_changes = np.add.reduceat(deltas, starts_array).sum(axis=1).tolist()
         top_count = int(counts.max())
-        # Observed trials per row: the sum of its observed counts.
-        row_trials = counts.sum(axis=1)
+        # Observed trials per row: the sum of its observed counts (a column
+        # at a time: NumPy sums a short row slowly).
+        row_trials = counts[:, 0].copy()
+        for category in range(1, counts.shape[1]):
+            row_trials += counts[:, category]
         top_trials = 0 if prior else int(row_trials.max())
         for index, (table, rows, _) in enumerate(parts):
             start, end = starts[index], ends[index]

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor import ledger
-from monitor.ledger import NEW
+from monitor.ledger import NEW, _stable_order
 from monitor.store import LocalCounts, TrialBatch
 
 Row = tuple[str, str, str, bool, int]  # model, question, trial, prior, category
@@ -165,3 +165,15 @@ def test_grids_take_a_byte_per_trial_cell_of_the_run() -> None:
     ]
     local.classify(batch_of("r", stream))
     assert local.memory_bytes("r") <= 100 * 1000 * 2
+
+
+@given(
+    st.lists(st.integers(0, 50), max_size=200),
+    st.sampled_from([51, 1 << 40, 1 << 62]),
+)
+def test_the_fast_stable_order_is_the_stable_argsort(
+    keys: list[int], bound: int
+) -> None:
+    array = np.array(keys, dtype=np.int64)
+    expected = np.argsort(array, kind="stable")
+    assert _stable_order(array, bound).tolist() == expected.tolist()
