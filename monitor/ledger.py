@@ -62,10 +62,16 @@ class Factors:
     @classmethod
     def of(cls, column: Sequence[str]) -> Factors:
         """Values in first-seen order."""
-        values = list(dict.fromkeys(column))
-        index = dict(zip(values, range(len(values)), strict=True))
-        codes = np.fromiter(map(index.__getitem__, column), np.int64, len(column))
-        return cls(values, codes)
+        size = len(column)
+        # One pass: each entry's value -> where the value was first seen
+        # (the dict keeps first-seen order), then those positions -> codes.
+        first: dict[str, int] = {}
+        seen_at = np.fromiter(
+            map(first.setdefault, column, itertools.count()), np.int64, size
+        )
+        codes = np.empty(size, dtype=np.int64)
+        codes[np.fromiter(first.values(), np.int64, len(first))] = np.arange(len(first))
+        return cls(list(first), codes[seen_at])
 
     def present(self, codes: NDArray[np.int64]) -> NDArray[np.int64]:
         """The distinct codes among ``codes``, in code order."""

@@ -376,7 +376,8 @@ def _columns(
     if run is None:
         return None
     model = list(map(_MODEL, events))
-    models = list(dict.fromkeys(model))
+    model_factors = Factors.of(model)
+    models = model_factors.values
     for value in models:
         if strict_id(value) is None:
             return None
@@ -384,11 +385,8 @@ def _columns(
     trials = _id_column(list(map(_TRIAL, events)))
     if questions is None or trials is None:
         return None
-    model_codes = dict(zip(models, range(len(models)), strict=True))
     factors = {
-        "model": Factors(
-            models, np.fromiter(map(model_codes.__getitem__, model), np.int64, size)
-        ),
+        "model": model_factors,
         "question": questions[1],
         "trial": trials[1],
     }
@@ -481,19 +479,18 @@ def _id_column(values: list[str | int]) -> tuple[list[str], Factors] | None:
 
     None when an id is invalid. Each distinct value is checked once.
     """
-    distinct = list(dict.fromkeys(values))
+    raw = Factors.of(values)  # type: ignore[arg-type]
+    distinct: list[str | int] = raw.values  # type: ignore[assignment]
     texts = loose_ids(distinct)
     if texts is None:
         return None
     if len(set(texts)) < len(texts):  # an integer and its digits as text
         column = list(map(dict(zip(distinct, texts, strict=True)).__getitem__, values))
         return column, Factors.of(column)
-    index = dict(zip(distinct, range(len(distinct)), strict=True))
-    codes = np.fromiter(map(index.__getitem__, values), np.int64, len(values))
     if texts == distinct:  # all text already
-        return values, Factors(texts, codes)  # type: ignore[return-value]
-    texts_column: list[str] = np.array(texts, dtype=object)[codes].tolist()
-    return texts_column, Factors(texts, codes)
+        return values, Factors(texts, raw.codes)  # type: ignore[return-value]
+    texts_column: list[str] = np.array(texts, dtype=object)[raw.codes].tolist()
+    return texts_column, Factors(texts, raw.codes)
 
 
 def _array(category: list[int]) -> NDArray[np.int64] | None:
