@@ -184,6 +184,41 @@ class TrialGrid:
             for index in np.flatnonzero(~dense).tolist():
                 previous[index] = self.record(*ids(index), int(categories[index]))
 
+    def make_room(self, span: tuple[int, int, int, int], count: int) -> bool:
+        """Prepare for ``count`` trials in ``span`` (see :meth:`record_sorted`).
+
+        True when every one of them falls inside the array, so that
+        :meth:`exchange` can record them.
+        """
+        top_row, low_column, top_column, top_category = span
+        self._hold(top_category)
+        if low_column < 0:
+            return False
+        self._cover(top_row, top_column, self._size + count)
+        return top_row < self._shape[0] and top_column < self._shape[1]
+
+    @property
+    def width(self) -> int:
+        """Columns of the array: a cell's flat index is ``row * width + column``."""
+        return self._shape[1]
+
+    def exchange(
+        self,
+        heads: NDArray[np.int64],
+        tails: NDArray[np.int64],
+        categories: NDArray[np.int64],
+    ) -> NDArray[np.integer]:
+        """The categories stored at flat cells ``heads``, then store ``categories``
+        at ``tails``; then count the new trials with :meth:`add_recorded`."""
+        stored = self._cells.reshape(-1)
+        found = stored[heads]
+        stored[tails] = categories
+        return found
+
+    def add_recorded(self, count: int) -> None:
+        """Count ``count`` new distinct trials recorded by :meth:`exchange`."""
+        self._size += count
+
     def counts(self, width: int) -> tuple[list[str], NDArray[np.int64]]:
         """Questions this grid holds trials of (row order), counts per category."""
         questions = list(self._rows)
@@ -334,29 +369,64 @@ class Ledger:
         sorted_rows, sorted_columns = rows[order], columns[order]
         starts = np.flatnonzero(np.diff(sorted_groups, prepend=-1))
         # Each grid's trials are sorted by row: its last has the highest.
-        spans = zip(
-            sorted_rows[np.append(starts[1:], size) - 1].tolist(),
-            np.minimum.reduceat(sorted_columns, starts).tolist(),
-            np.maximum.reduceat(sorted_columns, starts).tolist(),
-            np.maximum.reduceat(sorted_categories, starts).tolist(),
-            strict=True,
-        )
-        bounds = starts.tolist()
-        for (start, stop), span in zip(
-            itertools.pairwise([*bounds, size]), spans, strict=True
-        ):
-            group = int(sorted_groups[start])
-            part = order[start:stop]
-            self.grid(models[group // 2], bool(group % 2)).record_sorted(
-                sorted_rows[start:stop],
-                sorted_columns[start:stop],
-                sorted_categories[start:stop],
-                first[start:stop],
-                last[start:stop],
-                previous_sorted[start:stop],
-                functools.partial(_ids_of, ids, part),
-                span,
+        spans = list(
+            zip(
+                sorted_rows[np.append(starts[1:], size) - 1].tolist(),
+                np.minimum.reduceat(sorted_columns, starts).tolist(),
+                np.maximum.reduceat(sorted_columns, starts).tolist(),
+                np.maximum.reduceat(sorted_categories, starts).tolist(),
+                strict=True,
             )
+        )
+        bounds = [*starts.tolist(), size]
+        grids = [
+            self.grid(models[group // 2], bool(group % 2))
+            for group in sorted_groups[starts].tolist()
+        ]
+        fits = [
+            grid.make_room(span, stop - start)
+            for grid, span, (start, stop) in zip(
+                grids, spans, itertools.pairwise(bounds), strict=True
+            )
+        ]
+        if all(fits):
+            # Every trial in its grid's array: each grid's work is one read
+            # of its first deliveries' cells and one write of its last ones'.
+            widths = np.array([grid.width for grid in grids], dtype=np.int64)
+            flat = sorted_rows * np.repeat(widths, np.diff(bounds)) + sorted_columns
+            heads, tails = np.flatnonzero(first), np.flatnonzero(last)
+            head_bounds = np.searchsorted(heads, bounds).tolist()
+            tail_bounds = np.searchsorted(tails, bounds).tolist()
+            head_cells, tail_cells = flat[heads], flat[tails]
+            tail_categories = sorted_categories[tails]
+            found = np.concatenate(
+                [
+                    grid.exchange(
+                        head_cells[head_bounds[index] : head_bounds[index + 1]],
+                        tail_cells[tail_bounds[index] : tail_bounds[index + 1]],
+                        tail_categories[tail_bounds[index] : tail_bounds[index + 1]],
+                    )
+                    for index, grid in enumerate(grids)
+                ]
+            )
+            previous_sorted[heads] = found
+            new = np.add.reduceat(found == NEW, head_bounds[:-1], dtype=np.int64)
+            for grid, count in zip(grids, new.tolist(), strict=True):
+                grid.add_recorded(count)
+        else:
+            for grid, span, (start, stop) in zip(
+                grids, spans, itertools.pairwise(bounds), strict=True
+            ):
+                grid.record_sorted(
+                    sorted_rows[start:stop],
+                    sorted_columns[start:stop],
+                    sorted_categories[start:stop],
+                    first[start:stop],
+                    last[start:stop],
+                    previous_sorted[start:stop],
+                    functools.partial(_ids_of, ids, order[start:stop]),
+                    span,
+                )
         previous = np.empty(size, dtype=np.int64)
         previous[order] = previous_sorted
         return previous

@@ -392,6 +392,11 @@ class LocalCounts:
             if letter.run is not None:
                 self.totals.setdefault(letter.run, RunTotals()).rejected += sign
 
+    def recorded(self, run: str) -> int:
+        """Distinct trials (observed and prior) the run's exactly-once index holds."""
+        ledger = self._ledgers.get(run)
+        return 0 if ledger is None else len(ledger)
+
     def memory_bytes(self, run: str) -> int:
         """About what the run's exactly-once index holds."""
         ledger = self._ledgers.get(run)
