@@ -399,22 +399,22 @@ class RunState:
         # (model, prior, row, category) for every table in one pass.
         width = self._category_count
         height = len(self._question_rows)
-        entries = np.concatenate([moved, corrected])
-        keys = (group_of[entries] * height + row_of[questions.codes[entries]]) * width
-        keys += np.concatenate([categories[moved], before[corrected]])
-        cells, inverse = np.unique(keys, return_inverse=True)
-        sums = np.bincount(
-            inverse,
-            weights=np.concatenate([np.ones(moved.size), -np.ones(corrected.size)]),
-            minlength=cells.size,
-        ).astype(np.int64)
-        # One block row per distinct (model, prior, row); cells are sorted,
-        # so each group's rows are a contiguous slice.
-        row_keys = cells // width
-        starts = np.flatnonzero(np.diff(row_keys, prepend=-1))
-        block = np.zeros((starts.size, width), dtype=np.int64)
-        block[np.cumsum(np.diff(row_keys, prepend=-1) != 0) - 1, cells % width] = sums
-        distinct = row_keys[starts]
+        entries = np.concatenate([moved, corrected]) if corrected.size else moved
+        row_keys = group_of[entries] * height + row_of[questions.codes[entries]]
+        # One block row per distinct (model, prior, row), in that order: each
+        # group's rows are a contiguous slice.
+        distinct, inverse = np.unique(row_keys, return_inverse=True)
+        cells = inverse * width + (
+            np.concatenate([categories[moved], before[corrected]])
+            if corrected.size
+            else categories[moved]
+        )
+        if corrected.size:
+            signs = np.concatenate([np.ones(moved.size), -np.ones(corrected.size)])
+            sums = np.bincount(cells, signs, distinct.size * width).astype(np.int64)
+        else:
+            sums = np.bincount(cells, minlength=distinct.size * width)
+        block = sums.reshape(distinct.size, width)
         groups = distinct // height
         bounds = [*np.flatnonzero(np.diff(groups, prepend=-1)).tolist(), groups.size]
         rows = distinct % height

@@ -53,6 +53,7 @@ _MIN_RESYNC_INTERVAL: Final = 1024
 _INITIAL_ROWS: Final = 8
 # Count types, narrowest first; a count that does not fit widens its array.
 _COUNT_TYPES: Final = (np.uint8, np.uint16, np.uint32, np.int64)
+_UINT8_MAX: Final = 255  # what the narrowest count type holds
 # Their largest values (np.iinfo builds an object per call: a batch's
 # tables asked 20 times per call).
 _COUNT_MAX: Final = {np.dtype(kind): int(np.iinfo(kind).max) for kind in _COUNT_TYPES}
@@ -489,8 +490,10 @@ class CountTable:
         if not parts:
             return
         first = parts[0][0]
+        scaled = first._scaled
         if len(parts) == 1 or any(
-            table._scaled != first._scaled for table, _, _ in parts
+            table._scaled is not scaled and table._scaled != scaled
+            for table, _, _ in parts
         ):
             for table, rows, deltas in parts:
                 table._check_rows(rows, deltas, prior)
@@ -506,8 +509,11 @@ class CountTable:
         old_variances: list[NDArray[np.float64]] = []
         for table, rows, _ in parts:
             table._take_rows()
-            own.append((table._prior if prior else table._observed)[rows])
-            other.append((table._observed if prior else table._prior)[rows])
+            # take: a fifth of the cost of indexing rows of a 2-D array.
+            own.append((table._prior if prior else table._observed).take(rows, axis=0))
+            other.append(
+                (table._observed if prior else table._prior).take(rows, axis=0)
+            )
             old_means.append(table._means[rows])
             old_variances.append(table._variances[rows])
         deltas = np.concatenate([part[2] for part in parts])
@@ -542,7 +548,7 @@ class CountTable:
             start, end = starts[index], ends[index]
             block = counts[start:end]
             table_counts = table._prior if prior else table._observed
-            if top_count > _max_of(table_counts.dtype):
+            if top_count > _UINT8_MAX and top_count > _max_of(table_counts.dtype):
                 table._widen(prior, int(block.max()))
                 table_counts = table._prior if prior else table._observed
             table_counts[rows] = block
@@ -551,7 +557,9 @@ class CountTable:
             else:
                 table._trial_count += trial_changes[index]
                 totals = row_trials[start:end]
-                if top_trials > _max_of(table._row_trials.dtype):
+                if top_trials > _UINT8_MAX and top_trials > _max_of(
+                    table._row_trials.dtype
+                ):
                     held = _holding(table._row_trials, totals)
                     if held is not table._row_trials:
                         table._row_trials = held
