@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -60,9 +60,12 @@ class Factors:
     codes: NDArray[np.int64]
 
     @classmethod
-    def of(cls, column: Sequence[str]) -> Factors:
-        """Values in first-seen order."""
-        size = len(column)
+    def of(cls, column: Iterable[str], size: int | None = None) -> Factors:
+        """Values in first-seen order; ``size``: the column's length, if an
+        iterator (e.g. a ``map`` over events: no list of the column made)."""
+        if size is None:
+            column = column if isinstance(column, list) else list(column)
+            size = len(column)
         # One pass: each entry's value -> where the value was first seen
         # (the dict keeps first-seen order), then those positions -> codes.
         first: dict[str, int] = {}

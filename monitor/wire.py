@@ -375,14 +375,14 @@ def _columns(
     run = strict_id(named)
     if run is None:
         return None
-    model = list(map(_MODEL, events))
-    model_factors = Factors.of(model)
+    model_factors = Factors.of(map(_MODEL, events), size)
     models = model_factors.values
     for value in models:
         if strict_id(value) is None:
             return None
-    questions = _id_column(list(map(_QUESTION, events)))
-    trials = _id_column(list(map(_TRIAL, events)))
+    model: list[str] = np.array(models, dtype=object)[model_factors.codes].tolist()
+    questions = _id_column(map(_QUESTION, events), size)
+    trials = _id_column(map(_TRIAL, events), size)
     if questions is None or trials is None:
         return None
     factors = {
@@ -474,23 +474,22 @@ def _optional_columns(
     return True
 
 
-def _id_column(values: list[str | int]) -> tuple[list[str], Factors] | None:
+def _id_column(
+    values: Iterator[str | int], size: int
+) -> tuple[list[str], Factors] | None:
     """A question or trial column as text, and its factors (texts in order).
 
     None when an id is invalid. Each distinct value is checked once.
     """
-    raw = Factors.of(values)  # type: ignore[arg-type]
+    raw = Factors.of(values, size)  # type: ignore[arg-type]
     distinct: list[str | int] = raw.values  # type: ignore[assignment]
     texts = loose_ids(distinct)
     if texts is None:
         return None
+    column: list[str] = np.array(texts, dtype=object)[raw.codes].tolist()
     if len(set(texts)) < len(texts):  # an integer and its digits as text
-        column = list(map(dict(zip(distinct, texts, strict=True)).__getitem__, values))
         return column, Factors.of(column)
-    if texts == distinct:  # all text already
-        return values, Factors(texts, raw.codes)  # type: ignore[return-value]
-    texts_column: list[str] = np.array(texts, dtype=object)[raw.codes].tolist()
-    return texts_column, Factors(texts, raw.codes)
+    return column, Factors(texts, raw.codes)
 
 
 def _array(category: list[int]) -> NDArray[np.int64] | None:
