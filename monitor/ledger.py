@@ -194,9 +194,13 @@ class TrialGrid:
         :meth:`exchange` can record them.
         """
         top_row, low_column, top_column, top_category = span
-        self._hold(top_category)
+        if top_category > _INT8_MAX:
+            self._hold(top_category)
         if low_column < 0:
             return False
+        rows, columns = self._shape
+        if top_row < rows and top_column < columns:
+            return True
         self._cover(top_row, top_column, self._size + count)
         return top_row < self._shape[0] and top_column < self._shape[1]
 
@@ -280,6 +284,14 @@ def _ids_of(
 ) -> tuple[str, str]:
     """``ids`` of the ``index``-th trial of ``part`` (batch indices)."""
     return ids(int(part[index]))
+
+
+def run_starts(values: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Where each run of equal values starts."""
+    change = np.empty(len(values), dtype=bool)
+    change[:1] = True
+    np.not_equal(values[1:], values[:-1], out=change[1:])
+    return np.flatnonzero(change)
 
 
 def _stable_order(keys: NDArray[np.int64], bound: int) -> NDArray[np.int64]:
@@ -370,7 +382,7 @@ class Ledger:
         previous_sorted[repeats] = sorted_categories[repeats - 1]
         sorted_groups = groups[order]
         sorted_rows, sorted_columns = rows[order], columns[order]
-        starts = np.flatnonzero(np.diff(sorted_groups, prepend=-1))
+        starts = run_starts(sorted_groups)
         # Each grid's trials are sorted by row: its last has the highest.
         spans = list(
             zip(
@@ -396,7 +408,8 @@ class Ledger:
             # Every trial in its grid's array: each grid's work is one read
             # of its first deliveries' cells and one write of its last ones'.
             widths = np.array([grid.width for grid in grids], dtype=np.int64)
-            flat = sorted_rows * np.repeat(widths, np.diff(bounds)) + sorted_columns
+            sizes = [stop - start for start, stop in itertools.pairwise(bounds)]
+            flat = sorted_rows * np.repeat(widths, sizes) + sorted_columns
             heads, tails = np.flatnonzero(first), np.flatnonzero(last)
             head_bounds = np.searchsorted(heads, bounds).tolist()
             tail_bounds = np.searchsorted(tails, bounds).tolist()

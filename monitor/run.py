@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.decisions import Standing, build_rule
-from monitor.ledger import NEW
+from monitor.ledger import NEW, run_starts
 from monitor.rubrics import RUBRICS
 from monitor.schema import MAX_ID_LENGTH, RejectionKind, RunConfig, TrialEvent
 from monitor.store import (
@@ -416,7 +416,7 @@ class RunState:
             sums = np.bincount(cells, minlength=distinct.size * width)
         block = sums.reshape(distinct.size, width)
         groups = distinct // height
-        bounds = [*np.flatnonzero(np.diff(groups, prepend=-1)).tolist(), groups.size]
+        bounds = [*run_starts(groups).tolist(), groups.size]
         rows = distinct % height
         # Per namespace, every table's rows at once (observed first).
         parts: tuple[list[Part], list[Part]] = ([], [])
