@@ -187,6 +187,8 @@ class RunState:
         if allowed is not None and not allowed.issuperset(models):
             return False
         known = self._question_rows
+        if all(map(known.__contains__, questions)):  # the common case, in C
+            return True
         unseen = [q for q in questions if q not in known and q not in new_questions]
         if not unseen:
             return True

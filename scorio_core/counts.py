@@ -538,6 +538,12 @@ class CountTable:
         ).tolist()
         trial_changes = np.add.reduceat(deltas, starts_array).sum(axis=1).tolist()
         top_count = int(counts.max())
+        width = counts.shape[1]
+        # Each row's cells as flat indices into a table's counts.
+        cells = (
+            np.concatenate([rows for _, rows, _ in parts])[:, None] * width
+            + np.arange(width)
+        ).reshape(-1)
         # Observed trials per row: the sum of its observed counts (a column
         # at a time: NumPy sums a short row slowly).
         row_trials = counts[:, 0].copy()
@@ -551,7 +557,8 @@ class CountTable:
             if top_count > _UINT8_MAX and top_count > _max_of(table_counts.dtype):
                 table._widen(prior, int(block.max()))
                 table_counts = table._prior if prior else table._observed
-            table_counts[rows] = block
+            # Rows of a 2-D array set through flat indices: a third the cost.
+            table_counts.put(cells[start * width : end * width], block)
             if prior:
                 table._prior_trial_count += trial_changes[index]
             else:
