@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
-from typing import Final, cast
+from typing import Final
 
 import msgspec
 import numpy as np
@@ -390,31 +390,16 @@ def _columns(
         "question": questions[1],
         "trial": trials[1],
     }
-    corrects = list(map(_CORRECT, events))
-    categories: list[int | None] = [None] * size
-    if type(events[0]) is not _Correct:
-        categories = list(map(_CATEGORY, events))
-    if categories.count(None) == size:
-        if None in corrects:
-            return None
-        counted = np.fromiter(corrects, np.int64, size)
-        category: list[int] = counted.tolist()
-        outcomes: NDArray[np.int64] | None = counted
+    outcomes: NDArray[np.int64] | None
+    if type(events[0]) is _Correct:  # a bool ``correct`` each, no category
+        outcomes = np.fromiter(map(_CORRECT, events), np.int64, size)
+        category: list[int] = outcomes.tolist()
         from_correct = True
-    elif corrects.count(None) == size:
-        if None in categories:
-            return None
-        category = cast("list[int]", categories)
-        if min(category) < 0:
-            return None
-        outcomes = _array(category)
-        from_correct = False
     else:
-        mixed = _outcomes(categories, corrects)
-        if mixed is None:
+        outcome = _outcome_column(events)  # type: ignore[arg-type]
+        if outcome is None:
             return None
-        category, from_correct = mixed
-        outcomes = _array(category)
+        category, outcomes, from_correct = outcome
     prior: list[bool] = [False] * size
     tokens: list[int | None] = [None] * size
     seconds: list[float | None] = [None] * size
@@ -445,6 +430,29 @@ def _columns(
         factors=factors,
         categories=outcomes,
     )
+
+
+def _outcome_column(
+    events: list[_Event] | list[_Bare],
+) -> tuple[list[int], NDArray[np.int64] | None, bool] | None:
+    """Outcomes from ``category`` and ``correct`` (as a list and an array),
+    whether some came as ``correct``; None when ``plain_trial`` refuses one."""
+    size = len(events)
+    corrects = list(map(_CORRECT, events))
+    categories = list(map(_CATEGORY, events))
+    if categories.count(None) == size:
+        if None in corrects:
+            return None
+        counted = np.fromiter(corrects, np.int64, size)
+        return counted.tolist(), counted, True
+    if corrects.count(None) == size:
+        if None in categories or min(categories) < 0:
+            return None
+        return categories, _array(categories), False
+    mixed = _outcomes(categories, corrects)
+    if mixed is None:
+        return None
+    return mixed[0], _array(mixed[0]), mixed[1]
 
 
 def _optional_columns(
