@@ -54,6 +54,9 @@ _INITIAL_ROWS: Final = 8
 # Count types, narrowest first; a count that does not fit widens its array.
 _COUNT_TYPES: Final = (np.uint8, np.uint16, np.uint32, np.int64)
 _UINT8_MAX: Final = 255  # what the narrowest count type holds
+# Rows of many tables updated in one pass, at most (about): bounds the pass's
+# temporaries (some 50 bytes per row and category) for bulk batches.
+_TOGETHER_ROWS: Final = 16_384
 # Their largest values (np.iinfo builds an object per call: a batch's
 # tables asked 20 times per call).
 _COUNT_MAX: Final = {np.dtype(kind): int(np.iinfo(kind).max) for kind in _COUNT_TYPES}
@@ -500,6 +503,21 @@ class CountTable:
             for table, rows, deltas in parts:
                 table._add_rows(rows, deltas, prior)
             return
+        pieces = _pieces(parts, _TOGETHER_ROWS)
+        if len(pieces) > 1:
+            # A piece is written before the next is checked: check all first.
+            for table, rows, deltas in parts:
+                table._check_rows(rows, deltas, prior)
+        for piece in pieces:
+            CountTable._add_together(piece, prior)
+
+    @staticmethod
+    def _add_together(
+        parts: list[tuple[CountTable, NDArray[np.int64], NDArray[np.int64]]],
+        prior: bool,
+    ) -> None:
+        """The one pass of :meth:`add_row_counts_together` (same weights)."""
+        first = parts[0][0]
         sizes = [len(rows) for _, rows, _ in parts]
         ends = list(itertools.accumulate(sizes))
         starts = [end - size for end, size in zip(ends, sizes, strict=True)]
@@ -936,6 +954,21 @@ class CountTable:
         row = self._index.add(question)
         self._take_rows()
         return row
+
+
+def _pieces(
+    parts: list[tuple[CountTable, NDArray[np.int64], NDArray[np.int64]]], rows: int
+) -> list[list[tuple[CountTable, NDArray[np.int64], NDArray[np.int64]]]]:
+    """Consecutive parts in pieces of about ``rows`` rows (a larger part alone)."""
+    pieces: list[list[tuple[CountTable, NDArray[np.int64], NDArray[np.int64]]]] = []
+    held = rows
+    for part in parts:
+        if held + len(part[1]) > rows:
+            pieces.append([])
+            held = 0
+        pieces[-1].append(part)
+        held += len(part[1])
+    return pieces
 
 
 def _row_terms(

@@ -11,6 +11,7 @@ import scorio.eval as oracle
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import scorio_core.counts as count_tables
 from scorio_core import CountTable, posterior_from_counts
 from scorio_core.question_index import QuestionIndex
 from tests.scorio_core.strategies import FloatVector, IntMatrix, categorical_bank
@@ -359,9 +360,10 @@ def _state(table: CountTable) -> tuple[object, ...]:
     weights=st.sampled_from([[0.0, 1.0], [0.0, 0.2, 1.0], [-1.0, 0.5, 0.25, 2.0]]),
     prior=st.booleans(),
     seed=st.integers(0, 2**32 - 1),
+    piece_rows=st.sampled_from([1, 4, 16_384]),
 )
 def test_adding_rows_of_many_tables_together_equals_one_table_at_a_time(
-    weights: list[float], prior: bool, seed: int
+    weights: list[float], prior: bool, seed: int, piece_rows: int
 ) -> None:
     rng = np.random.default_rng(seed)
     models, rows = int(rng.integers(1, 6)), int(rng.integers(1, 12))
@@ -378,7 +380,9 @@ def test_adding_rows_of_many_tables_together_equals_one_table_at_a_time(
         deltas = rng.integers(0, 300 if rng.random() < 0.2 else 3, size=held.shape)
         deltas -= rng.integers(0, held + 1)
         parts.append((table, chosen.astype(np.int64), deltas.astype(np.int64)))
-    CountTable.add_row_counts_together(parts, prior=prior)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(count_tables, "_TOGETHER_ROWS", piece_rows)
+        CountTable.add_row_counts_together(parts, prior=prior)
     for table, (_, chosen, deltas) in zip(alone, parts, strict=True):
         table.add_row_counts(chosen, deltas, prior=prior)
     for together, one in zip(tables, alone, strict=True):
@@ -391,7 +395,11 @@ def test_adding_rows_of_many_tables_together_equals_one_table_at_a_time(
         assert (together.mu, together.sigma) == (one.mu, one.sigma)
 
 
-def test_a_negative_count_in_any_table_changes_none() -> None:
+@pytest.mark.parametrize("piece_rows", [1, 16_384])
+def test_a_negative_count_in_any_table_changes_none(
+    piece_rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(count_tables, "_TOGETHER_ROWS", piece_rows)
     rng = np.random.default_rng(5)
     tables = _shared_tables([0.0, 1.0], 3, 4, rng)
     before = [(_state(table), table.mu, table.sigma) for table in tables]
