@@ -368,7 +368,9 @@ class Monitor:
             if state is None or not state.takes(
                 columns.models,
                 columns.questions,
-                max(columns.category),
+                max(columns.category)
+                if columns.categories is None
+                else int(columns.categories.max()),
                 columns.from_correct,
                 new_questions.setdefault(name, set()),
             ):

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -60,12 +60,21 @@ class Factors:
     codes: NDArray[np.int64]
 
     @classmethod
-    def of(cls, column: Sequence[str]) -> Factors:
-        """Values in first-seen order."""
-        values = list(dict.fromkeys(column))
-        index = dict(zip(values, range(len(values)), strict=True))
-        codes = np.fromiter(map(index.__getitem__, column), np.int64, len(column))
-        return cls(values, codes)
+    def of(cls, column: Iterable[str], size: int | None = None) -> Factors:
+        """Values in first-seen order; ``size``: the column's length, if an
+        iterator (e.g. a ``map`` over events: no list of the column made)."""
+        if size is None:
+            column = column if isinstance(column, list) else list(column)
+            size = len(column)
+        # One pass: each entry's value -> where the value was first seen
+        # (the dict keeps first-seen order), then those positions -> codes.
+        first: dict[str, int] = {}
+        seen_at = np.fromiter(
+            map(first.setdefault, column, itertools.count()), np.int64, size
+        )
+        codes = np.empty(size, dtype=np.int64)
+        codes[np.fromiter(first.values(), np.int64, len(first))] = np.arange(len(first))
+        return cls(list(first), codes[seen_at])
 
     def present(self, codes: NDArray[np.int64]) -> NDArray[np.int64]:
         """The distinct codes among ``codes``, in code order."""
@@ -178,6 +187,45 @@ class TrialGrid:
             for index in np.flatnonzero(~dense).tolist():
                 previous[index] = self.record(*ids(index), int(categories[index]))
 
+    def make_room(self, span: tuple[int, int, int, int], count: int) -> bool:
+        """Prepare for ``count`` trials in ``span`` (see :meth:`record_sorted`).
+
+        True when every one of them falls inside the array, so that
+        :meth:`exchange` can record them.
+        """
+        top_row, low_column, top_column, top_category = span
+        if top_category > _INT8_MAX:
+            self._hold(top_category)
+        if low_column < 0:
+            return False
+        rows, columns = self._shape
+        if top_row < rows and top_column < columns:
+            return True
+        self._cover(top_row, top_column, self._size + count)
+        return top_row < self._shape[0] and top_column < self._shape[1]
+
+    @property
+    def width(self) -> int:
+        """Columns of the array: a cell's flat index is ``row * width + column``."""
+        return self._shape[1]
+
+    def exchange(
+        self,
+        heads: NDArray[np.int64],
+        tails: NDArray[np.int64],
+        categories: NDArray[np.int64],
+    ) -> NDArray[np.integer]:
+        """The categories stored at flat cells ``heads``, then store ``categories``
+        at ``tails``; then count the new trials with :meth:`add_recorded`."""
+        stored = self._cells.reshape(-1)
+        found = stored[heads]
+        stored[tails] = categories
+        return found
+
+    def add_recorded(self, count: int) -> None:
+        """Count ``count`` new distinct trials recorded by :meth:`exchange`."""
+        self._size += count
+
     def counts(self, width: int) -> tuple[list[str], NDArray[np.int64]]:
         """Questions this grid holds trials of (row order), counts per category."""
         questions = list(self._rows)
@@ -236,6 +284,26 @@ def _ids_of(
 ) -> tuple[str, str]:
     """``ids`` of the ``index``-th trial of ``part`` (batch indices)."""
     return ids(int(part[index]))
+
+
+def run_starts(values: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Where each run of equal values starts."""
+    change = np.empty(len(values), dtype=bool)
+    change[:1] = True
+    np.not_equal(values[1:], values[:-1], out=change[1:])
+    return np.flatnonzero(change)
+
+
+def _stable_order(keys: NDArray[np.int64], bound: int) -> NDArray[np.int64]:
+    """``np.argsort(keys, kind="stable")`` for keys in ``0..bound-1``.
+
+    Each key made distinct by its position (when that fits in int64), so
+    the faster unstable sort gives the stable order.
+    """
+    size = len(keys)
+    if bound * size >= 1 << 62:
+        return np.argsort(keys, kind="stable")
+    return np.argsort(keys * size + np.arange(size))
 
 
 def _grown(size: int, index: int, numbered: int) -> int:
@@ -302,7 +370,7 @@ class Ledger:
         size = len(rows)
         stride = len(self._columns) + 1  # columns of -1 get a slot of their own
         keys = (groups * len(self._rows) + rows) * stride + (columns + 1)
-        order = np.argsort(keys, kind="stable")
+        order = _stable_order(keys, 2 * len(models) * len(self._rows) * stride)
         sorted_keys = keys[order]
         sorted_categories = categories[order]
         change = np.ones(size + 1, dtype=bool)
@@ -314,31 +382,67 @@ class Ledger:
         previous_sorted[repeats] = sorted_categories[repeats - 1]
         sorted_groups = groups[order]
         sorted_rows, sorted_columns = rows[order], columns[order]
-        starts = np.flatnonzero(np.diff(sorted_groups, prepend=-1))
+        starts = run_starts(sorted_groups)
         # Each grid's trials are sorted by row: its last has the highest.
-        spans = zip(
-            sorted_rows[np.append(starts[1:], size) - 1].tolist(),
-            np.minimum.reduceat(sorted_columns, starts).tolist(),
-            np.maximum.reduceat(sorted_columns, starts).tolist(),
-            np.maximum.reduceat(sorted_categories, starts).tolist(),
-            strict=True,
-        )
-        bounds = starts.tolist()
-        for (start, stop), span in zip(
-            itertools.pairwise([*bounds, size]), spans, strict=True
-        ):
-            group = int(sorted_groups[start])
-            part = order[start:stop]
-            self.grid(models[group // 2], bool(group % 2)).record_sorted(
-                sorted_rows[start:stop],
-                sorted_columns[start:stop],
-                sorted_categories[start:stop],
-                first[start:stop],
-                last[start:stop],
-                previous_sorted[start:stop],
-                functools.partial(_ids_of, ids, part),
-                span,
+        spans = list(
+            zip(
+                sorted_rows[np.append(starts[1:], size) - 1].tolist(),
+                np.minimum.reduceat(sorted_columns, starts).tolist(),
+                np.maximum.reduceat(sorted_columns, starts).tolist(),
+                np.maximum.reduceat(sorted_categories, starts).tolist(),
+                strict=True,
             )
+        )
+        bounds = [*starts.tolist(), size]
+        grids = [
+            self.grid(models[group // 2], bool(group % 2))
+            for group in sorted_groups[starts].tolist()
+        ]
+        fits = [
+            grid.make_room(span, stop - start)
+            for grid, span, (start, stop) in zip(
+                grids, spans, itertools.pairwise(bounds), strict=True
+            )
+        ]
+        if all(fits):
+            # Every trial in its grid's array: each grid's work is one read
+            # of its first deliveries' cells and one write of its last ones'.
+            widths = np.array([grid.width for grid in grids], dtype=np.int64)
+            sizes = [stop - start for start, stop in itertools.pairwise(bounds)]
+            flat = sorted_rows * np.repeat(widths, sizes) + sorted_columns
+            heads, tails = np.flatnonzero(first), np.flatnonzero(last)
+            head_bounds = np.searchsorted(heads, bounds).tolist()
+            tail_bounds = np.searchsorted(tails, bounds).tolist()
+            head_cells, tail_cells = flat[heads], flat[tails]
+            tail_categories = sorted_categories[tails]
+            found = np.concatenate(
+                [
+                    grid.exchange(
+                        head_cells[head_bounds[index] : head_bounds[index + 1]],
+                        tail_cells[tail_bounds[index] : tail_bounds[index + 1]],
+                        tail_categories[tail_bounds[index] : tail_bounds[index + 1]],
+                    )
+                    for index, grid in enumerate(grids)
+                ]
+            )
+            previous_sorted[heads] = found
+            new = np.add.reduceat(found == NEW, head_bounds[:-1], dtype=np.int64)
+            for grid, count in zip(grids, new.tolist(), strict=True):
+                grid.add_recorded(count)
+        else:
+            for grid, span, (start, stop) in zip(
+                grids, spans, itertools.pairwise(bounds), strict=True
+            ):
+                grid.record_sorted(
+                    sorted_rows[start:stop],
+                    sorted_columns[start:stop],
+                    sorted_categories[start:stop],
+                    first[start:stop],
+                    last[start:stop],
+                    previous_sorted[start:stop],
+                    functools.partial(_ids_of, ids, order[start:stop]),
+                    span,
+                )
         previous = np.empty(size, dtype=np.int64)
         previous[order] = previous_sorted
         return previous

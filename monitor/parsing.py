@@ -11,7 +11,7 @@ import functools
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final, NamedTuple
 
 import numpy as np
@@ -296,6 +296,24 @@ def loose_id(value: object) -> str | None:
             return known
         return _new_id(value, value if kind is str else str(value))  # type: ignore[arg-type]
     return None
+
+
+def loose_ids(values: Sequence[str | int]) -> list[str] | None:
+    """:func:`loose_id` of each value, or None when one is invalid.
+
+    For values a typed decoder gave as ``str`` or ``int`` (never a bool,
+    which a lookup would take for its integer): known ids are looked up
+    in one pass, the others checked one by one.
+    """
+    texts = list(map(_KNOWN_IDS.get, values))
+    if None in texts:
+        for index, text in enumerate(texts):
+            if text is None:
+                text = loose_id(values[index])
+                if text is None:
+                    return None
+                texts[index] = text
+    return texts  # type: ignore[return-value]
 
 
 def _new_id(key: str | int, text: str) -> str | None:

@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.decisions import Standing, build_rule
-from monitor.ledger import NEW
+from monitor.ledger import NEW, run_starts
 from monitor.rubrics import RUBRICS
 from monitor.schema import MAX_ID_LENGTH, RejectionKind, RunConfig, TrialEvent
 from monitor.store import (
@@ -36,6 +36,8 @@ from scorio_core.stopping import StoppingRule
 
 # Why a trial was refused: a kind (for metrics) and a sentence (for people).
 Refusal = tuple[RejectionKind, str]
+# A table's rows and their count changes (CountTable.add_row_counts_together).
+Part = tuple[CountTable, NDArray[np.int64], NDArray[np.int64]]
 
 
 @dataclass(slots=True)
@@ -185,6 +187,8 @@ class RunState:
         if allowed is not None and not allowed.issuperset(models):
             return False
         known = self._question_rows
+        if all(map(known.__contains__, questions)):  # the common case, in C
+            return True
         unseen = [q for q in questions if q not in known and q not in new_questions]
         if not unseen:
             return True
@@ -379,15 +383,15 @@ class RunState:
         if not moved.size:
             return
         questions = batch.factors("question")
-        for question in questions.values:
-            if question not in self._question_rows:
-                self.add_question(question)
         # The tables share the run's question rows: number them once.
         row_of = np.fromiter(
-            map(self._question_rows.__getitem__, questions.values),
+            map(self._question_rows.get, questions.values, itertools.repeat(-1)),
             np.int64,
             len(questions.values),
         )
+        for index in np.flatnonzero(row_of < 0).tolist():
+            self.add_question(questions.values[index])
+            row_of[index] = self._question_rows[questions.values[index]]
         models = batch.factors("model")
         group_of = models.codes * 2
         if batch.prior.count(False) != len(batch):
@@ -397,30 +401,38 @@ class RunState:
         # (model, prior, row, category) for every table in one pass.
         width = self._category_count
         height = len(self._question_rows)
-        entries = np.concatenate([moved, corrected])
-        keys = (group_of[entries] * height + row_of[questions.codes[entries]]) * width
-        keys += np.concatenate([categories[moved], before[corrected]])
-        cells, inverse = np.unique(keys, return_inverse=True)
-        sums = np.bincount(
-            inverse,
-            weights=np.concatenate([np.ones(moved.size), -np.ones(corrected.size)]),
-            minlength=cells.size,
-        ).astype(np.int64)
-        # One block row per distinct (model, prior, row); cells are sorted,
-        # so each group's rows are a contiguous slice.
-        row_keys = cells // width
-        starts = np.flatnonzero(np.diff(row_keys, prepend=-1))
-        block = np.zeros((starts.size, width), dtype=np.int64)
-        block[np.cumsum(np.diff(row_keys, prepend=-1) != 0) - 1, cells % width] = sums
-        distinct = row_keys[starts]
+        entries = np.concatenate([moved, corrected]) if corrected.size else moved
+        row_keys = group_of[entries] * height + row_of[questions.codes[entries]]
+        # One block row per distinct (model, prior, row), in that order: each
+        # group's rows are a contiguous slice.
+        distinct, inverse = np.unique(row_keys, return_inverse=True)
+        cells = inverse * width + (
+            np.concatenate([categories[moved], before[corrected]])
+            if corrected.size
+            else categories[moved]
+        )
+        if corrected.size:
+            signs = np.concatenate([np.ones(moved.size), -np.ones(corrected.size)])
+            sums = np.bincount(cells, signs, distinct.size * width).astype(np.int64)
+        else:
+            sums = np.bincount(cells, minlength=distinct.size * width)
+        block = sums.reshape(distinct.size, width)
         groups = distinct // height
-        bounds = [*np.flatnonzero(np.diff(groups, prepend=-1)).tolist(), groups.size]
+        bounds = [*run_starts(groups).tolist(), groups.size]
         rows = distinct % height
+        # Per namespace, every table's rows at once (observed first).
+        parts: tuple[list[Part], list[Part]] = ([], [])
         for first, last in itertools.pairwise(bounds):
             group = int(groups[first])
-            self.table(models.values[group // 2]).add_row_counts(
-                rows[first:last], block[first:last], prior=bool(group % 2)
+            parts[group % 2].append(
+                (
+                    self.table(models.values[group // 2]),
+                    rows[first:last],
+                    block[first:last],
+                )
             )
+        for prior, namespace in enumerate(parts):
+            CountTable.add_row_counts_together(namespace, prior=bool(prior))
         size = len(batch)
         if batch.tokens.count(None) < size or batch.seconds.count(None) < size:
             for index in np.flatnonzero(before == NEW).tolist():

@@ -107,6 +107,9 @@ class TrialBatch:
         if self._factors or self._categories is not None:
             self._factors.clear()
             self._categories = None
+        if not self.category:  # the batch is these columns: take their arrays
+            self._factors.update(columns.factors)
+            self._categories = columns.categories
         self.model.extend(columns.model)
         self.question.extend(columns.question)
         self.trial.extend(columns.trial)
@@ -388,6 +391,11 @@ class LocalCounts:
         for letter in letters:
             if letter.run is not None:
                 self.totals.setdefault(letter.run, RunTotals()).rejected += sign
+
+    def recorded(self, run: str) -> int:
+        """Distinct trials (observed and prior) the run's exactly-once index holds."""
+        ledger = self._ledgers.get(run)
+        return 0 if ledger is None else len(ledger)
 
     def memory_bytes(self, run: str) -> int:
         """About what the run's exactly-once index holds."""

@@ -16,13 +16,16 @@ way (:meth:`TrialColumns.expand`) to word the refusal.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Final
 
 import msgspec
+import numpy as np
 from msgspec import UNSET, Struct, UnsetType
+from numpy.typing import NDArray
 
+from monitor.ledger import Factors
 from monitor.parsing import (
     MAX_BATCH_ITEMS,
     MAX_PAYLOAD_BYTES,
@@ -30,6 +33,7 @@ from monitor.parsing import (
     Trial,
     finite_float,
     loose_id,
+    loose_ids,
     new_trial,
     parse_payload,
     strict_id,
@@ -52,6 +56,16 @@ class _Bare(Struct, forbid_unknown_fields=True, gc=False):
     correct: bool | None = None
 
 
+class _Correct(Struct, forbid_unknown_fields=True, gc=False):
+    """A trial event with its ids and ``correct`` only (binary outcomes)."""
+
+    model: str
+    question: str | int
+    trial: str | int
+    correct: bool
+    run: str | UnsetType = UNSET
+
+
 class _Event(_Bare, forbid_unknown_fields=True, gc=False):
     """A plain trial event as JSON gives it; any other field declines it.
 
@@ -67,9 +81,13 @@ class _Event(_Bare, forbid_unknown_fields=True, gc=False):
 
 
 _DECODER: Final = msgspec.json.Decoder(_Event | list[_Event])
-# Tried first on arrays: fewer fields to decode and no optional columns to
-# read when it fits (a field it lacks makes it fail, at that field).
-_BARE_DECODER: Final = msgspec.json.Decoder(list[_Bare])
+# Tried first on arrays, in this order: fewer fields to decode and no
+# optional columns to read when one fits (a field it lacks makes it fail,
+# at that field).
+_ARRAY_DECODERS: Final = (
+    msgspec.json.Decoder(list[_Correct]),
+    msgspec.json.Decoder(list[_Bare]),
+)
 
 _RUN = attrgetter("run")
 _MODEL = attrgetter("model")
@@ -80,8 +98,6 @@ _CORRECT = attrgetter("correct")
 _PRIOR = attrgetter("prior")
 _COST = attrgetter("cost")
 _TS = attrgetter("ts")
-# No trial yet: an empty (but never refused) column.
-_NO_QUESTIONS: Final[tuple[str, ...]] = ()
 
 
 @dataclass(slots=True, eq=False)
@@ -114,6 +130,11 @@ class TrialColumns:
     max_items: int
     # Index of the first trial in the payload (a piece of a large one).
     offset: int = 0
+    # The id columns factorized, for the engine's vectorised steps (see
+    # TrialBatch.preset); empty when not worked out.
+    factors: Mapping[str, Factors] = field(default_factory=dict)
+    # The category column as an array, if worked out.
+    categories: NDArray[np.int64] | None = None
 
     def __len__(self) -> int:
         return len(self.category)
@@ -158,6 +179,8 @@ class TrialColumns:
             models=list(dict.fromkeys(model)),
             questions=list(dict.fromkeys(question)),
             offset=self.offset + start,
+            factors={},
+            categories=None,
         )
 
 
@@ -198,15 +221,16 @@ def _fast(
     if len(payload) > max_bytes:
         return None
     if payload[:1] == b"[":
-        try:
-            bare = _BARE_DECODER.decode(payload)
-        except msgspec.DecodeError:
-            pass
-        else:
+        for decoder in _ARRAY_DECODERS:
+            try:
+                bare = decoder.decode(payload)
+            except msgspec.DecodeError:
+                continue
             if 2 <= len(bare) <= max_items:
                 return _columns(
                     bare, payload, source, position, channel, max_bytes, max_items
                 )
+            break
     try:
         decoded = _DECODER.decode(payload)
     except msgspec.DecodeError:  # includes msgspec.ValidationError
@@ -329,7 +353,7 @@ def _cost(cost: _Cost) -> tuple[int | None, float | None] | None:
 
 
 def _columns(
-    events: list[_Event] | list[_Bare],
+    events: list[_Event] | list[_Bare] | list[_Correct],
     payload: bytes,
     source: str,
     position: int | None,
@@ -351,32 +375,31 @@ def _columns(
     run = strict_id(named)
     if run is None:
         return None
-    model = list(map(_MODEL, events))
-    models = list(dict.fromkeys(model))
+    model_factors = Factors.of(map(_MODEL, events), size)
+    models = model_factors.values
     for value in models:
         if strict_id(value) is None:
             return None
-    question, questions = _id_column(list(map(_QUESTION, events)))
-    trial, _ = _id_column(list(map(_TRIAL, events)))
-    if question is None or trial is None:
+    model: list[str] = np.array(models, dtype=object)[model_factors.codes].tolist()
+    questions = _id_column(map(_QUESTION, events), size)
+    trials = _id_column(map(_TRIAL, events), size)
+    if questions is None or trials is None:
         return None
-    categories = list(map(_CATEGORY, events))
-    corrects = list(map(_CORRECT, events))
-    if categories.count(None) == size:
-        if None in corrects:
-            return None
-        category: list[int] = list(map(int, corrects))
+    factors = {
+        "model": model_factors,
+        "question": questions[1],
+        "trial": trials[1],
+    }
+    outcomes: NDArray[np.int64] | None
+    if type(events[0]) is _Correct:  # a bool ``correct`` each, no category
+        outcomes = np.fromiter(map(_CORRECT, events), np.int64, size)
+        category: list[int] = outcomes.tolist()
         from_correct = True
-    elif corrects.count(None) == size:
-        if None in categories or min(categories) < 0:
-            return None
-        category = categories
-        from_correct = False
     else:
-        outcomes = _outcomes(categories, corrects)
-        if outcomes is None:
+        outcome = _outcome_column(events)  # type: ignore[arg-type]
+        if outcome is None:
             return None
-        category, from_correct = outcomes
+        category, outcomes, from_correct = outcome
     prior: list[bool] = [False] * size
     tokens: list[int | None] = [None] * size
     seconds: list[float | None] = [None] * size
@@ -388,8 +411,8 @@ def _columns(
     return TrialColumns(
         run=run,
         model=model,
-        question=question,
-        trial=trial,
+        question=questions[0],
+        trial=trials[0],
         category=category,
         prior=prior,
         tokens=tokens,
@@ -397,14 +420,39 @@ def _columns(
         ts=ts,
         from_correct=from_correct,
         models=models,
-        questions=questions,
+        questions=questions[1].values,
         payload=payload,
         source=source,
         position=position,
         channel=channel,
         max_bytes=max_bytes,
         max_items=max_items,
+        factors=factors,
+        categories=outcomes,
     )
+
+
+def _outcome_column(
+    events: list[_Event] | list[_Bare],
+) -> tuple[list[int], NDArray[np.int64] | None, bool] | None:
+    """Outcomes from ``category`` and ``correct`` (as a list and an array),
+    whether some came as ``correct``; None when ``plain_trial`` refuses one."""
+    size = len(events)
+    corrects = list(map(_CORRECT, events))
+    categories = list(map(_CATEGORY, events))
+    if categories.count(None) == size:
+        if None in corrects:
+            return None
+        counted = np.fromiter(corrects, np.int64, size)
+        return counted.tolist(), counted, True
+    if corrects.count(None) == size:
+        if None in categories or min(categories) < 0:
+            return None
+        return categories, _array(categories), False
+    mixed = _outcomes(categories, corrects)
+    if mixed is None:
+        return None
+    return mixed[0], _array(mixed[0]), mixed[1]
 
 
 def _optional_columns(
@@ -434,27 +482,34 @@ def _optional_columns(
     return True
 
 
-def _id_column(values: list[str | int]) -> tuple[list[str] | None, Sequence[str]]:
-    """A question or trial column as text, and its distinct texts in order.
+def _id_column(
+    values: Iterator[str | int], size: int
+) -> tuple[list[str], Factors] | None:
+    """A question or trial column as text, and its factors (texts in order).
 
     None when an id is invalid. Each distinct value is checked once.
     """
-    texts: dict[str | int, str] = {}
-    plain = True
-    for value in dict.fromkeys(values):
-        text = loose_id(value)
-        if text is None:
-            return None, _NO_QUESTIONS
-        texts[value] = text
-        plain = plain and type(value) is str
-    distinct = list(dict.fromkeys(texts.values()))
-    if plain:
-        return values, distinct  # type: ignore[return-value]
-    return list(map(texts.__getitem__, values)), distinct
+    raw = Factors.of(values, size)  # type: ignore[arg-type]
+    distinct: list[str | int] = raw.values  # type: ignore[assignment]
+    texts = loose_ids(distinct)
+    if texts is None:
+        return None
+    column: list[str] = np.array(texts, dtype=object)[raw.codes].tolist()
+    if len(set(texts)) < len(texts):  # an integer and its digits as text
+        return column, Factors.of(column)
+    return column, Factors(texts, raw.codes)
+
+
+def _array(category: list[int]) -> NDArray[np.int64] | None:
+    """The category column as an array; None past int64 (a batch refused)."""
+    try:
+        return np.fromiter(category, np.int64, len(category))
+    except OverflowError:
+        return None
 
 
 def _outcomes(
-    categories: list[int | None], corrects: list[bool | None]
+    categories: Sequence[int | None], corrects: Sequence[bool | None]
 ) -> tuple[list[int], bool] | None:
     """Outcomes of a column mixing ``category`` and ``correct``, or None."""
     outcomes: list[int] = []

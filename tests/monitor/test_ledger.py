@@ -6,11 +6,11 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from monitor import ledger
-from monitor.ledger import NEW
+from monitor.ledger import NEW, _stable_order
 from monitor.store import LocalCounts, TrialBatch
 
 Row = tuple[str, str, str, bool, int]  # model, question, trial, prior, category
@@ -38,6 +38,18 @@ def batch_of(run: str, part: list[Row]) -> TrialBatch:
     columns=st.sampled_from([3, 5, 4096]),
     sparse=st.booleans(),
 )
+# Batches that take the vectorised path with every trial in its grid's array,
+# repeats within the batch included.
+@example(
+    stream=[
+        (model, str(index % 6), str(index % 9), index % 5 == 0, index % 3)
+        for index in range(90)
+        for model in ("a", "b")
+    ],
+    cuts=[40, 41, 130],
+    columns=4096,
+    sparse=False,
+)
 def test_batches_classify_like_a_dictionary_in_delivery_order(
     stream: list[Row], cuts: list[int], columns: int, sparse: bool
 ) -> None:
@@ -64,6 +76,7 @@ def test_batches_classify_like_a_dictionary_in_delivery_order(
             part = stream[start:stop]
             previous.extend(int(p) for p in local.classify(batch_of("r", part)))
     assert previous == previous_expected
+    assert local.recorded("r") == len(expected)
     counts = local.counts("r")
     for model in {row[0] for row in stream}:
         for prior, matrix in ((False, "observed"), (True, "prior")):
@@ -165,3 +178,15 @@ def test_grids_take_a_byte_per_trial_cell_of_the_run() -> None:
     ]
     local.classify(batch_of("r", stream))
     assert local.memory_bytes("r") <= 100 * 1000 * 2
+
+
+@given(
+    st.lists(st.integers(0, 50), max_size=200),
+    st.sampled_from([51, 1 << 40, 1 << 62]),
+)
+def test_the_fast_stable_order_is_the_stable_argsort(
+    keys: list[int], bound: int
+) -> None:
+    array = np.array(keys, dtype=np.int64)
+    expected = np.argsort(array, kind="stable")
+    assert _stable_order(array, bound).tolist() == expected.tolist()

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from monitor import Monitor
 from monitor.ingesting import with_implied_run
+from monitor.ledger import Factors
 from monitor.parsing import Parsed, Trial, parse_payload
 from monitor.schema import Rejection
 from monitor.store import IngestReport
@@ -79,6 +80,16 @@ clean_events = st.fixed_dictionaries(
         else {key: value for key, value in event.items() if key != "correct"}
     )
 )
+# Ids and ``correct`` only (the commonest arrays), some of them odd.
+binary_events = st.fixed_dictionaries(
+    {
+        "model": st.sampled_from(["a", "b"]),
+        "question": st.one_of(st.integers(0, 4), st.sampled_from(["1", "q", ""])),
+        "trial": st.one_of(st.integers(0, 3), st.just("0"), st.just(True)),
+        "correct": st.one_of(st.booleans(), st.booleans(), st.none(), st.just(1)),
+    },
+    optional={"run": st.sampled_from(["r", "r", "s"])},
+)
 elements = st.one_of(
     clean_events, clean_events, clean_events, near_events, odd_events()
 )
@@ -88,7 +99,9 @@ elements = st.one_of(
 def payloads(draw: st.DrawFn) -> bytes:
     """An event, an array of them, or bytes that are not quite either."""
     kind = draw(
-        st.sampled_from(["one", "clean", "clean", "array", "array", "poison", "bytes"])
+        st.sampled_from(
+            ["one", "clean", "clean", "binary", "array", "array", "poison", "bytes"]
+        )
     )
     if kind == "poison":
         return draw(poison)
@@ -96,6 +109,8 @@ def payloads(draw: st.DrawFn) -> bytes:
         text = json.dumps(draw(elements))
     elif kind == "clean":
         text = json.dumps(draw(st.lists(clean_events, min_size=1, max_size=8)))
+    elif kind == "binary":
+        text = json.dumps(draw(st.lists(binary_events, min_size=1, max_size=8)))
     else:
         text = json.dumps(draw(st.lists(elements, min_size=0, max_size=12)))
     if kind == "bytes":
@@ -152,6 +167,16 @@ def test_parse_wire_gives_what_parse_payload_gives(
         assert list(columns.questions) == list(
             dict.fromkeys(t.question for t in trials)
         )
+        # The arrays handed to the engine's vectorised steps match the columns.
+        for name in ("model", "question", "trial"):
+            factors, expected = (
+                columns.factors[name],
+                Factors.of(getattr(columns, name)),
+            )
+            assert factors.values == expected.values
+            assert factors.codes.tolist() == expected.codes.tolist()
+        assert columns.categories is not None
+        assert columns.categories.tolist() == columns.category
     elif fast != slow:
         # Only a single plain trial may differ, by the raw mapping it keeps.
         assert len(fast) == 1 and isinstance(fast[0], Trial)

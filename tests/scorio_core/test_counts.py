@@ -11,7 +11,9 @@ import scorio.eval as oracle
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import scorio_core.counts as count_tables
 from scorio_core import CountTable, posterior_from_counts
+from scorio_core.question_index import QuestionIndex
 from tests.scorio_core.strategies import FloatVector, IntMatrix, categorical_bank
 
 TOLERANCE = 1e-12
@@ -325,3 +327,90 @@ def test_interval_is_clipped_to_the_score_range() -> None:
         table.update("q", 1)
     low, high = table.interval(0.95, table.score_range)
     assert 0.0 <= low <= table.mu <= high == 1.0
+
+
+def _shared_tables(
+    weights: list[float], models: int, rows: int, rng: np.random.Generator
+) -> list[CountTable]:
+    """Tables of one run (a shared question index) with some counts already."""
+    index = QuestionIndex([f"q{row}" for row in range(rows)])
+    tables = [CountTable(weights, rows, index=index) for _ in range(models)]
+    for table in tables:
+        for _ in range(int(rng.integers(0, 3 * rows))):
+            table.update(
+                f"q{int(rng.integers(0, rows))}",
+                int(rng.integers(0, len(weights))),
+                prior=bool(rng.integers(0, 2)),
+            )
+    return tables
+
+
+def _state(table: CountTable) -> tuple[object, ...]:
+    return (
+        table.observed_counts.tolist(),
+        table.prior_counts.tolist(),
+        table.question_trials.tolist(),
+        table.trial_count,
+        table.prior_trial_count,
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    weights=st.sampled_from([[0.0, 1.0], [0.0, 0.2, 1.0], [-1.0, 0.5, 0.25, 2.0]]),
+    prior=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+    piece_rows=st.sampled_from([1, 4, 16_384]),
+)
+def test_adding_rows_of_many_tables_together_equals_one_table_at_a_time(
+    weights: list[float], prior: bool, seed: int, piece_rows: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    models, rows = int(rng.integers(1, 6)), int(rng.integers(1, 12))
+    tables = _shared_tables(weights, models, rows, np.random.default_rng(seed))
+    alone = _shared_tables(weights, models, rows, np.random.default_rng(seed))
+    parts = []
+    for table in tables:
+        chosen = np.sort(
+            rng.choice(rows, size=int(rng.integers(0, rows + 1)), replace=False)
+        )
+        # Large additions widen the count types; retractions stay within
+        # what each row holds.
+        held = (table.prior_counts if prior else table.observed_counts)[chosen]
+        deltas = rng.integers(0, 300 if rng.random() < 0.2 else 3, size=held.shape)
+        deltas -= rng.integers(0, held + 1)
+        parts.append((table, chosen.astype(np.int64), deltas.astype(np.int64)))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(count_tables, "_TOGETHER_ROWS", piece_rows)
+        CountTable.add_row_counts_together(parts, prior=prior)
+    for table, (_, chosen, deltas) in zip(alone, parts, strict=True):
+        table.add_row_counts(chosen, deltas, prior=prior)
+    for together, one in zip(tables, alone, strict=True):
+        assert _state(together) == _state(one)
+        assert (together.mu, together.sigma) == pytest.approx(
+            (one.mu, one.sigma), abs=TOLERANCE
+        )
+        together.resync()
+        one.resync()
+        assert (together.mu, together.sigma) == (one.mu, one.sigma)
+
+
+@pytest.mark.parametrize("piece_rows", [1, 16_384])
+def test_a_negative_count_in_any_table_changes_none(
+    piece_rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(count_tables, "_TOGETHER_ROWS", piece_rows)
+    rng = np.random.default_rng(5)
+    tables = _shared_tables([0.0, 1.0], 3, 4, rng)
+    before = [(_state(table), table.mu, table.sigma) for table in tables]
+    held = tables[2].observed_counts
+    retract = np.zeros((1, 2), dtype=np.int64)
+    retract[0, 0] = -(int(held[1, 0]) + 1)
+    parts = [
+        (tables[0], np.array([0, 1]), np.ones((2, 2), dtype=np.int64)),
+        (tables[1], np.array([3]), np.ones((1, 2), dtype=np.int64)),
+        (tables[2], np.array([1]), retract),
+    ]
+    with pytest.raises(ValueError, match="question 'q1' would become negative"):
+        CountTable.add_row_counts_together(parts, prior=False)
+    assert [(_state(table), table.mu, table.sigma) for table in tables] == before
