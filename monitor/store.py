@@ -212,13 +212,56 @@ class ModelCounts:
 class CountChanges:
     """What other writers changed in a run's counts since a store last looked.
 
-    ``cells`` maps (model, question, prior, category) to the summed change;
-    ``costs`` maps a model to the (trials, tokens, seconds) added. Cheaper to
-    apply than a full re-read of the counts when the run is large.
+    One row per changed cell, as columns (the cell ``(models[model[i]],
+    question[i], prior[i], category[i])`` changed by ``delta[i]``), so a
+    large change is applied with NumPy rather than cell by cell; ``costs``
+    maps a model to the (trials, tokens, seconds) added. Cheaper to apply
+    than a full re-read of the counts when the run is large.
     """
 
-    cells: dict[tuple[str, str, bool, int], int]
+    models: list[str]
+    model: NDArray[np.int64]
+    question: list[str]
+    prior: NDArray[np.bool_]
+    category: NDArray[np.int64]
+    delta: NDArray[np.int64]
     costs: dict[str, tuple[int, int, float]]
+
+    @classmethod
+    def from_cells(
+        cls,
+        cells: Mapping[tuple[str, str, bool, int], int],
+        costs: Mapping[str, tuple[int, int, float]] | None = None,
+    ) -> CountChanges:
+        """Changes from a ``(model, question, prior, category) -> delta`` map."""
+        models = list(dict.fromkeys(model for model, _, _, _ in cells))
+        number = {model: index for index, model in enumerate(models)}
+        size = len(cells)
+        return cls(
+            models=models,
+            model=np.fromiter((number[c[0]] for c in cells), np.int64, size),
+            question=[question for _, question, _, _ in cells],
+            prior=np.fromiter((c[2] for c in cells), np.bool_, size),
+            category=np.fromiter((c[3] for c in cells), np.int64, size),
+            delta=np.fromiter(cells.values(), np.int64, size),
+            costs=dict(costs or {}),
+        )
+
+    @property
+    def cells(self) -> dict[tuple[str, str, bool, int], int]:
+        """The changes as ``(model, question, prior, category) -> delta``."""
+        summed: dict[tuple[str, str, bool, int], int] = {}
+        for model, question, prior, category, delta in zip(
+            self.model.tolist(),
+            self.question,
+            self.prior.tolist(),
+            self.category.tolist(),
+            self.delta.tolist(),
+            strict=True,
+        ):
+            cell = (self.models[model], question, prior, category)
+            summed[cell] = summed.get(cell, 0) + delta
+        return summed
 
 
 @dataclass(slots=True)

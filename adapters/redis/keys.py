@@ -25,9 +25,12 @@ Per run (``{prefix}:{{run}}:...``):
 - ``fired`` (hash): ``[kind, subject]`` -> the event's sequence number.
 - ``event_seq`` (string): the run's last event sequence number.
 - ``changes`` (stream): the counts' change log, one entry per ``version``
-  (id ``<version>-0``), fields ``w`` (the writing store), ``d`` and ``c``
-  (count and cost deltas as JSON); capped by ``XADD MAXLEN ~``. Other
-  workers follow the counts through it instead of re-reading them whole.
+  (id ``<version>-0``), fields ``w`` (the writing store), ``k`` (the changed
+  ``counts`` fields, newline-separated), ``n`` (their deltas,
+  comma-separated) and ``c`` (cost deltas as JSON; entries written before
+  ``k`` and ``n`` carry ``d``, the count deltas as JSON); capped by ``XADD
+  MAXLEN ~``. Other workers follow the counts through it instead of
+  re-reading them whole (:mod:`adapters.redis.changes`).
 - ``status_turn`` (string, expires): set by the worker whose turn it is to
   refresh the run's status (see ``RedisStore.status_turn``).
 - ``events`` (stream): fired events, entry id ``<seq>-0``; fields ``kind``,

@@ -66,6 +66,7 @@ from redis.retry import Retry
 from redis.typing import EncodableT, FieldT
 
 from adapters.redis import keys
+from adapters.redis.changes import CellNumbers, ChangeSum
 from monitor.errors import StoreError
 from monitor.schema import RunConfig
 from monitor.store import (
@@ -139,6 +140,8 @@ class RedisStore(TrialAsBatch):
         self._versions: dict[str, int] = {}
         # Marks this store's entries in the change log, which it skips.
         self._writer = uuid.uuid4().hex
+        # Per run, the counts cells its change log named, numbered.
+        self._cells: dict[str, CellNumbers] = {}
         self._chunk_size = chunk_size
         self._dead_letter_limit = dead_letter_limit
         self._wait_ms = max(1, int(timeout_s * 500))
@@ -425,12 +428,15 @@ class RedisStore(TrialAsBatch):
                     # Trimmed away, or written before the log: read them whole.
                     return self.counts(run)
                 entries.extend(found)
-        changes = CountChanges(cells={}, costs={})
-        for _, fields in entries:
-            if fields["w"] != self._writer:
-                _add_entry(changes, fields)
+        summed = ChangeSum(self._cells.setdefault(run, CellNumbers()))
+        try:
+            for _, fields in entries:
+                if fields["w"] != self._writer:
+                    summed.add(fields)
+        except ValueError:
+            return self.counts(run)
         self._versions[run] = current
-        return changes
+        return summed.changes()
 
     def status_turn(self, run: str, seconds: float) -> float:
         """Take the turn to refresh the run's status for ``seconds``.
@@ -786,20 +792,6 @@ def _stored_events(
 
 def _entry_version(entry_id: Reply) -> int:
     return int(_text(entry_id).split("-")[0])
-
-
-def _add_entry(changes: CountChanges, fields: dict[str, str]) -> None:
-    """Sum one change-log entry into ``changes``."""
-    for (model, question, prior, category), delta in json.loads(fields["d"]):
-        cell = (model, question, bool(prior), int(category))
-        changes.cells[cell] = changes.cells.get(cell, 0) + int(delta)
-    for model, trials, tokens, seconds in json.loads(fields["c"]):
-        before = changes.costs.get(model, (0, 0, 0.0))
-        changes.costs[model] = (
-            before[0] + int(trials),
-            before[1] + int(tokens),
-            before[2] + float(seconds),
-        )
 
 
 def _run_totals(values: ReplyMap) -> RunTotals:

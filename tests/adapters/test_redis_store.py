@@ -296,6 +296,58 @@ def test_a_trimmed_change_log_falls_back_to_the_whole_counts(
     other.close()
 
 
+def test_a_follower_reads_every_field_and_entries_in_the_older_layout(
+    redis: RedisServer, store: RedisStore
+) -> None:
+    store.save_config(RunConfig(run="r", weights=WEIGHTS))
+    other = RedisStore(redis.url, store.prefix)
+    other.apply(
+        Batch(
+            [
+                trial_batch(
+                    "r",
+                    [
+                        # Newlines and separators inside ids: fields stay whole.
+                        ("m\n1", 'q\n,"', "t", False, 2, 5, None),
+                        ("m", "é", "t", True, 1, None, None),
+                        ("m", "é", "u", True, 1, None, None),
+                    ],
+                )
+            ]
+        )
+    )
+    # An entry as written before ``k`` and ``n``: the count deltas as JSON.
+    with Redis.from_url(redis.url, decode_responses=True) as client:
+        counts_key = redis_keys.counts(store.prefix, "r")
+        totals_key = redis_keys.totals(store.prefix, "r")
+        changes_key = redis_keys.changes(store.prefix, "r")
+        client.hincrby(counts_key, json.dumps(["m", "old", 0, 0]), 3)
+        client.hincrby(counts_key, json.dumps(["m", "é", 1, 1]), -1)
+        client.hincrby(totals_key, "version", 1)
+        older = [[["m", "old", 0, 0], 3], [["m", "é", 1, 1], -1]]
+        client.xadd(
+            changes_key, {"w": "older", "d": json.dumps(older), "c": "[]"}, id="2-0"
+        )
+        changes = store.counts_if_changed("r")
+        assert isinstance(changes, CountChanges)
+        assert changes.cells == {
+            ("m\n1", 'q\n,"', False, 2): 1,
+            ("m", "é", True, 1): 1,
+            ("m", "old", False, 0): 3,
+        }
+        assert changes.costs == {"m\n1": (1, 5, 0.0)}
+        # An entry whose fields and deltas do not pair up: read them whole.
+        client.hincrby(totals_key, "version", 1)
+        client.xadd(
+            changes_key, {"w": "older", "k": "[1]\n[2]", "n": "1", "c": "[]"}, id="3-0"
+        )
+    whole = store.counts_if_changed("r")
+    assert isinstance(whole, dict)
+    assert counts_view(whole) == counts_view(other.counts("r"))
+    assert store.counts_if_changed("r") is None
+    other.close()
+
+
 def deliveries(
     rng: np.random.Generator, models: int, questions: int, trials: int
 ) -> list[Trial]:

@@ -6,10 +6,14 @@
 --                        version -> how many chunks changed the counts
 -- KEYS[4]  costs   hash  JSON [model, "trials"|"tokens"|"seconds"] -> sum
 -- KEYS[5]  changes stream  one entry per version, id "<version>-0": field
---                        w the writer, d the counts deltas as JSON
---                        [[[model, question, prior, category], delta], ...],
---                        c the cost sums as JSON [[model, trials, tokens,
---                        seconds], ...]; capped at about 10,000 entries
+--                        w the writer; k the changed counts fields (as in
+--                        KEYS[2]) joined by newlines (a JSON text written
+--                        here holds none); n their deltas, comma-separated,
+--                        in the same order; c the cost sums as JSON [[model,
+--                        trials, tokens, seconds], ...]; capped at about
+--                        10,000 entries. (Entries written before k and n
+--                        carry d, the deltas as JSON [[[model, question,
+--                        prior, category], delta], ...].)
 --
 -- ARGV[1]  n, the number of trials in the chunk
 -- ARGV[2]  r, the number of distinct rows
@@ -129,10 +133,11 @@ if corrections > 0 then
   redis.call('HINCRBY', KEYS[3], 'corrections', corrections)
 end
 local version = redis.call('HGET', KEYS[3], 'version') or '0'
-local moved, sums_out = {}, {}
+local moved, moved_by, sums_out = {}, {}, {}
 for field, delta in pairs(deltas) do
   if delta ~= 0 then
-    moved[#moved + 1] = '[' .. field .. ',' .. delta .. ']'
+    moved[#moved + 1] = field
+    moved_by[#moved_by + 1] = delta
   end
 end
 for model, sums in pairs(spent) do
@@ -151,7 +156,8 @@ end
 -- version missing from it makes them read the counts whole).
 if new + corrections > 0 and version > logged then
   redis.call('XADD', KEYS[5], 'MAXLEN', '~', 10000, version .. '-0',
-    'w', writer, 'd', '[' .. table.concat(moved, ',') .. ']',
+    'w', writer, 'k', table.concat(moved, '\n'),
+    'n', table.concat(moved_by, ','),
     'c', '[' .. table.concat(sums_out, ',') .. ']')
 end
 return version .. '|' .. table.concat(previous, ',')
