@@ -484,21 +484,22 @@ class RunState:
             cost.trials += trials
             cost.tokens += tokens
             cost.seconds += seconds
-        size = len(changes.question)
-        if not size:
+        if not changes.delta.size:
             return
         width = self._category_count
         if int(changes.category.min()) < 0 or int(changes.category.max()) >= width:
             raise ValueError(f"a changed category is outside 0..{width - 1}")
-        rows = np.fromiter(
-            map(self._question_rows.get, changes.question, itertools.repeat(-1)),
+        # The tables share the run's question rows: number each question once.
+        question_rows = np.fromiter(
+            map(self._question_rows.get, changes.questions, itertools.repeat(-1)),
             np.int64,
-            size,
+            len(changes.questions),
         )
-        for index in np.flatnonzero(rows < 0).tolist():
-            question = changes.question[index]
+        for index in np.flatnonzero(question_rows < 0).tolist():
+            question = changes.questions[index]
             self.add_question(question)
-            rows[index] = self._question_rows[question]
+            question_rows[index] = self._question_rows[question]
+        rows = question_rows[changes.question]
         height = len(self._question_rows)
         groups = changes.model * 2 + changes.prior
         cells, inverse = np.unique(

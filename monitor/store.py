@@ -212,16 +212,17 @@ class ModelCounts:
 class CountChanges:
     """What other writers changed in a run's counts since a store last looked.
 
-    One row per changed cell, as columns (the cell ``(models[model[i]],
-    question[i], prior[i], category[i])`` changed by ``delta[i]``), so a
-    large change is applied with NumPy rather than cell by cell; ``costs``
-    maps a model to the (trials, tokens, seconds) added. Cheaper to apply
-    than a full re-read of the counts when the run is large.
+    One row per changed cell, as columns, so a large change is applied with
+    NumPy rather than cell by cell: row ``i`` adds ``delta[i]`` to the cell
+    ``(models[model[i]], questions[question[i]], prior[i], category[i])``.
+    ``costs`` maps a model to the (trials, tokens, seconds) added. Cheaper to
+    apply than a full re-read of the counts when the run is large.
     """
 
     models: list[str]
     model: NDArray[np.int64]
-    question: list[str]
+    questions: list[str]
+    question: NDArray[np.int64]
     prior: NDArray[np.bool_]
     category: NDArray[np.int64]
     delta: NDArray[np.int64]
@@ -234,13 +235,18 @@ class CountChanges:
         costs: Mapping[str, tuple[int, int, float]] | None = None,
     ) -> CountChanges:
         """Changes from a ``(model, question, prior, category) -> delta`` map."""
-        models = list(dict.fromkeys(model for model, _, _, _ in cells))
-        number = {model: index for index, model in enumerate(models)}
+        models = list(dict.fromkeys(cell[0] for cell in cells))
+        questions = list(dict.fromkeys(cell[1] for cell in cells))
+        model_number = {model: index for index, model in enumerate(models)}
+        question_number = {question: index for index, question in enumerate(questions)}
         size = len(cells)
         return cls(
             models=models,
-            model=np.fromiter((number[c[0]] for c in cells), np.int64, size),
-            question=[question for _, question, _, _ in cells],
+            model=np.fromiter((model_number[c[0]] for c in cells), np.int64, size),
+            questions=questions,
+            question=np.fromiter(
+                (question_number[c[1]] for c in cells), np.int64, size
+            ),
             prior=np.fromiter((c[2] for c in cells), np.bool_, size),
             category=np.fromiter((c[3] for c in cells), np.int64, size),
             delta=np.fromiter(cells.values(), np.int64, size),
@@ -253,13 +259,13 @@ class CountChanges:
         summed: dict[tuple[str, str, bool, int], int] = {}
         for model, question, prior, category, delta in zip(
             self.model.tolist(),
-            self.question,
+            self.question.tolist(),
             self.prior.tolist(),
             self.category.tolist(),
             self.delta.tolist(),
             strict=True,
         ):
-            cell = (self.models[model], question, prior, category)
+            cell = (self.models[model], self.questions[question], prior, category)
             summed[cell] = summed.get(cell, 0) + delta
         return summed
 

@@ -1,163 +1,147 @@
 """Reading the counts' change log: other workers' deltas, summed with NumPy.
 
-A run's change log (see :mod:`adapters.redis.keys`) names each changed cell
-by its field in the counts hash, the JSON text ``[model, question, prior,
-category]``. A worker following another one's trials meets the same few
-thousand fields again and again, so it numbers each field once
-(:class:`CellNumbers`) and then reads an entry as two splits and a dict
-lookup per cell: the fields joined by newlines, their deltas
-comma-separated. The deltas of all the entries one look reads are summed per
-cell in one pass and handed to the engine as columns
-(:class:`monitor.store.CountChanges`).
-
-Entries written before that layout carry ``d``, the deltas as one JSON
-array, and are read the slow way.
+``apply_trials.lua`` numbers every counts cell the first time the change
+log names it (the run's ``cells`` list, see :mod:`adapters.redis.keys`), and
+an entry lists its changed cells by number, comma-separated, and their
+deltas likewise. A worker following another one's trials so reads an entry
+with two NumPy parses, and decodes a cell's field (JSON ``[model, question,
+prior, category]``) once, when a number is new to it (:class:`CellTable`).
+The deltas of all the entries one look reads are summed per cell in one
+pass and handed to the engine as columns (:class:`monitor.store.CountChanges`).
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping
-from itertools import repeat
 
 import numpy as np
 from numpy.typing import NDArray
 
 from monitor.store import CountChanges
 
-Cell = tuple[str, str, bool, int]
 
-
-class CellNumbers:
-    """The counts cells one run's change log names, numbered once each.
-
-    Two fields that decode to the same cell (written by different clients,
-    say) get the same number, so sums per number are sums per cell.
-    """
+class CellTable:
+    """The run's numbered counts cells, as far as this worker read them."""
 
     def __init__(self) -> None:
-        self._by_field: dict[str, int] = {}
-        self._by_cell: dict[Cell, int] = {}
         self.models: list[str] = []
         self._model_numbers: dict[str, int] = {}
-        self._model: list[int] = []
         self.questions: list[str] = []
-        self._prior: list[bool] = []
-        self._category: list[int] = []
-        self._columns: (
-            tuple[NDArray[np.int64], NDArray[np.bool_], NDArray[np.int64]] | None
-        ) = None
+        self._question_numbers: dict[str, int] = {}
+        # By cell number: model and question (numbered here), prior, category.
+        self._columns = np.zeros((4, 0), dtype=np.int64)
 
     def __len__(self) -> int:
-        return len(self.questions)
+        return int(self._columns.shape[1])
 
-    def of_fields(self, fields: list[str]) -> NDArray[np.int64]:
-        """The number of each counts field (a new one is decoded once)."""
-        numbers = np.fromiter(
-            map(self._by_field.get, fields, repeat(-1)), np.int64, len(fields)
-        )
-        for index in np.flatnonzero(numbers < 0).tolist():
-            field = fields[index]
-            model, question, prior, category = json.loads(field)
-            number = self.of_cell((model, question, bool(prior), int(category)))
-            self._by_field[field] = numbers[index] = number
-        return numbers
+    def extend(self, fields: str, count: int) -> bool:
+        """Append the next ``count`` cells, their fields newline-separated.
 
-    def of_cell(self, cell: Cell) -> int:
-        """The cell's number, given one on first sight."""
-        number = self._by_cell.get(cell)
-        if number is None:
-            model, question, prior, category = cell
-            number = self._by_cell[cell] = len(self.questions)
-            model_number = self._model_numbers.get(model)
-            if model_number is None:
-                model_number = self._model_numbers[model] = len(self.models)
-                self.models.append(model)
-            self._model.append(model_number)
-            self.questions.append(question)
-            self._prior.append(prior)
-            self._category.append(category)
-            self._columns = None
-        return number
-
-    def columns(
-        self,
-    ) -> tuple[NDArray[np.int64], NDArray[np.bool_], NDArray[np.int64]]:
-        """Model number, prior and category of every cell, by cell number."""
-        if self._columns is None:
-            self._columns = (
-                np.array(self._model, dtype=np.int64),
-                np.array(self._prior, dtype=np.bool_),
-                np.array(self._category, dtype=np.int64),
-            )
-        return self._columns
-
-
-class ChangeSum:
-    """Sums change-log entries of one run; :meth:`changes` gives the result."""
-
-    def __init__(self, cells: CellNumbers) -> None:
-        self._cells = cells
-        self._numbers: list[NDArray[np.int64]] = []
-        self._deltas: list[NDArray[np.int64]] = []
-        self._costs: dict[str, tuple[int, int, float]] = {}
-
-    def add(self, fields: Mapping[str, str]) -> None:
-        """Add one entry's count and cost deltas.
-
-        Raises:
-            ValueError: for an entry whose fields and deltas do not pair up
-                (the caller then reads the counts whole).
+        False, appending nothing, when ``fields`` does not hold ``count``
+        cells (the caller then reads the counts whole).
         """
-        names = fields.get("k")
-        if names is None:  # written before k and n
-            cells = json.loads(fields["d"])
-            self._numbers.append(
-                np.fromiter(
-                    (
-                        self._cells.of_cell(
-                            (model, question, bool(prior), int(category))
-                        )
-                        for (model, question, prior, category), _ in cells
-                    ),
-                    np.int64,
-                    len(cells),
-                )
-            )
-            self._deltas.append(
-                np.fromiter((int(delta) for _, delta in cells), np.int64, len(cells))
-            )
-        elif names:
-            split = names.split("\n")
-            deltas = np.fromstring(fields["n"], dtype=np.int64, sep=",")
-            if deltas.size != len(split):
-                raise ValueError(
-                    f"change-log entry has {len(split)} fields and {deltas.size} deltas"
-                )
-            self._numbers.append(self._cells.of_fields(split))
-            self._deltas.append(deltas)
-        for model, trials, tokens, seconds in json.loads(fields["c"]):
-            before = self._costs.get(model, (0, 0, 0.0))
-            self._costs[model] = (
-                before[0] + int(trials),
-                before[1] + int(tokens),
-                before[2] + float(seconds),
-            )
+        try:
+            cells = json.loads("[" + fields.replace("\n", ",") + "]") if fields else []
+            columns = self._numbered(cells)
+        except (ValueError, TypeError):  # not JSON fields of four
+            return False
+        if len(cells) != count:
+            return False
+        self._columns = np.concatenate([self._columns, columns], axis=1)
+        return True
 
-    def changes(self) -> CountChanges:
-        """The summed changes, one row per cell whose count moved."""
-        sums = np.zeros(len(self._cells), dtype=np.int64)
-        if self._numbers:
-            np.add.at(sums, np.concatenate(self._numbers), np.concatenate(self._deltas))
+    def _numbered(self, cells: list[list[str | int]]) -> NDArray[np.int64]:
+        """Model and question numbers, prior and category of new cells."""
+        rows: list[tuple[int, int, int, int]] = []
+        for model, question, prior, category in cells:
+            model_number = self._model_numbers.get(str(model))
+            if model_number is None:
+                model_number = self._model_numbers[str(model)] = len(self.models)
+                self.models.append(str(model))
+            question_number = self._question_numbers.get(str(question))
+            if question_number is None:
+                question_number = len(self.questions)
+                self._question_numbers[str(question)] = question_number
+                self.questions.append(str(question))
+            rows.append((model_number, question_number, int(prior), int(category)))
+        return np.array(rows, dtype=np.int64).reshape(-1, 4).T
+
+    def changes(
+        self,
+        numbers: NDArray[np.int64],
+        deltas: NDArray[np.int64],
+        costs: dict[str, tuple[int, int, float]],
+    ) -> CountChanges:
+        """The deltas summed per cell, one row per cell whose count moved.
+
+        ``numbers`` must be below ``len(self)``.
+        """
+        sums = np.zeros(len(self), dtype=np.int64)
+        np.add.at(sums, numbers, deltas)
         moved = np.flatnonzero(sums)
-        model, prior, category = self._cells.columns()
-        questions = self._cells.questions
+        model, question, prior, category = self._columns[:, moved]
+        # Only the questions that moved, each once, go to the engine.
+        touched, question_codes = np.unique(question, return_inverse=True)
         return CountChanges(
-            models=list(self._cells.models),
-            model=model[moved],
-            question=[questions[number] for number in moved.tolist()],
-            prior=prior[moved],
-            category=category[moved],
+            models=list(self.models),
+            model=model,
+            questions=[self.questions[number] for number in touched.tolist()],
+            question=question_codes.astype(np.int64),
+            prior=prior.astype(np.bool_),
+            category=category,
             delta=sums[moved],
-            costs=self._costs,
+            costs=costs,
         )
+
+
+def read_entry(
+    fields: Mapping[str, str],
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """An entry's cell numbers and their deltas.
+
+    Raises:
+        ValueError: for an entry without numbered cells (written before
+            them) or whose numbers and deltas do not pair up; the caller
+            then reads the counts whole.
+    """
+    listed = fields.get("i")
+    if listed is None:
+        raise ValueError("change-log entry without cell numbers")
+    if not listed:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    numbers = _integers(listed)
+    deltas = _integers(fields["n"])
+    if numbers.size != deltas.size or int(numbers.min()) < 0:
+        raise ValueError(
+            f"change-log entry has {numbers.size} cells and {deltas.size} deltas"
+        )
+    return numbers, deltas
+
+
+def add_costs(
+    costs: dict[str, tuple[int, int, float]], fields: Mapping[str, str]
+) -> None:
+    """Add an entry's cost sums to ``costs`` (model -> trials, tokens, seconds)."""
+    for model, trials, tokens, seconds in json.loads(fields["c"]):
+        before = costs.get(model, (0, 0, 0.0))
+        costs[model] = (
+            before[0] + int(trials),
+            before[1] + int(tokens),
+            before[2] + float(seconds),
+        )
+
+
+def _integers(text: str) -> NDArray[np.int64]:
+    """Comma-separated decimal integers, parsed in one go."""
+    with warnings.catch_warnings():
+        # NumPy warns (newer ones raise ValueError) at a bad item.
+        warnings.simplefilter("error", DeprecationWarning)
+        try:
+            values = np.fromstring(text, dtype=np.int64, sep=",")
+        except DeprecationWarning as warning:
+            raise ValueError(f"not a list of integers: {text[:80]!r}") from warning
+    if values.size != text.count(",") + 1:
+        raise ValueError(f"not a list of integers: {text[:80]!r}")
+    return values
