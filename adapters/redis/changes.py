@@ -30,11 +30,13 @@ class CellTable:
         self._model_numbers: dict[str, int] = {}
         self.questions: list[str] = []
         self._question_numbers: dict[str, int] = {}
-        # By cell number: model and question (numbered here), prior, category.
-        self._columns = np.zeros((4, 0), dtype=np.int64)
+        # By cell number: model and question (numbered here), prior and
+        # category, in the first ``_size`` columns (room to grow after them).
+        self._columns = np.zeros((4, 1024), dtype=np.int32)
+        self._size = 0
 
     def __len__(self) -> int:
-        return int(self._columns.shape[1])
+        return self._size
 
     def extend(self, fields: str, count: int) -> bool:
         """Append the next ``count`` cells, their fields newline-separated.
@@ -44,15 +46,21 @@ class CellTable:
         """
         try:
             cells = json.loads("[" + fields.replace("\n", ",") + "]") if fields else []
+            if len(cells) != count:
+                return False
             columns = self._numbered(cells)
-        except (ValueError, TypeError):  # not JSON fields of four
+        except (ValueError, TypeError, OverflowError):  # not fields of four ints
             return False
-        if len(cells) != count:
-            return False
-        self._columns = np.concatenate([self._columns, columns], axis=1)
+        size = self._size + count
+        if size > self._columns.shape[1]:
+            grown = np.zeros((4, max(size, 2 * self._columns.shape[1])), np.int32)
+            grown[:, : self._size] = self._columns[:, : self._size]
+            self._columns = grown
+        self._columns[:, self._size : size] = columns
+        self._size = size
         return True
 
-    def _numbered(self, cells: list[list[str | int]]) -> NDArray[np.int64]:
+    def _numbered(self, cells: list[list[str | int]]) -> NDArray[np.int32]:
         """Model and question numbers, prior and category of new cells."""
         rows: list[tuple[int, int, int, int]] = []
         for model, question, prior, category in cells:
@@ -66,7 +74,7 @@ class CellTable:
                 self._question_numbers[str(question)] = question_number
                 self.questions.append(str(question))
             rows.append((model_number, question_number, int(prior), int(category)))
-        return np.array(rows, dtype=np.int64).reshape(-1, 4).T
+        return np.array(rows, dtype=np.int32).reshape(-1, 4).T
 
     def changes(
         self,
@@ -78,10 +86,11 @@ class CellTable:
 
         ``numbers`` must be below ``len(self)``.
         """
-        sums = np.zeros(len(self), dtype=np.int64)
-        np.add.at(sums, numbers, deltas)
-        moved = np.flatnonzero(sums)
-        model, question, prior, category = self._columns[:, moved]
+        named, inverse = np.unique(numbers, return_inverse=True)
+        sums = np.zeros(named.size, dtype=np.int64)
+        np.add.at(sums, inverse, deltas)
+        moved = named[sums != 0]
+        model, question, prior, category = self._columns[:, moved].astype(np.int64)
         # Only the questions that moved, each once, go to the engine.
         touched, question_codes = np.unique(question, return_inverse=True)
         return CountChanges(
@@ -91,7 +100,7 @@ class CellTable:
             question=question_codes.astype(np.int64),
             prior=prior.astype(np.bool_),
             category=category,
-            delta=sums[moved],
+            delta=sums[sums != 0],
             costs=costs,
         )
 
