@@ -483,27 +483,55 @@ class RunState:
     def add_changes(self, changes: CountChanges) -> None:
         """Add other writers' changes (a shared store) to the tables.
 
+        Summed per (model, prior, question row, category) with NumPy, then
+        one block per table, as :meth:`apply` does with its own trials.
+
         Raises:
-            ValueError: when a count would go below 0 (the tables then
-                missed a change; the caller restores them whole).
+            ValueError: when a count would go below 0 or a category is out
+                of range (the tables then missed a change; the caller
+                restores them whole).
         """
-        grouped: dict[tuple[str, bool], tuple[list[str], list[int], list[int]]] = {}
-        for (model, question, prior, category), delta in changes.cells.items():
-            if question not in self._question_rows:
-                self.add_question(question)
-            questions, categories, deltas = grouped.setdefault(
-                (model, prior), ([], [], [])
-            )
-            questions.append(question)
-            categories.append(category)
-            deltas.append(delta)
-        for (model, prior), (questions, categories, deltas) in grouped.items():
-            self.table(model).update_many(questions, categories, deltas, prior=prior)
         for model, (trials, tokens, seconds) in changes.costs.items():
             cost = self.costs.setdefault(model, ModelCost())
             cost.trials += trials
             cost.tokens += tokens
             cost.seconds += seconds
+        if not changes.delta.size:
+            return
+        width = self._category_count
+        if int(changes.category.min()) < 0 or int(changes.category.max()) >= width:
+            raise ValueError(f"a changed category is outside 0..{width - 1}")
+        # The tables share the run's question rows: number each question once.
+        question_rows = np.fromiter(
+            map(self._question_rows.get, changes.questions, itertools.repeat(-1)),
+            np.int64,
+            len(changes.questions),
+        )
+        for index in np.flatnonzero(question_rows < 0).tolist():
+            question = changes.questions[index]
+            self.add_question(question)
+            question_rows[index] = self._question_rows[question]
+        rows = question_rows[changes.question]
+        height = len(self._question_rows)
+        groups = changes.model * 2 + changes.prior
+        cells, inverse = np.unique(
+            (groups * height + rows) * width + changes.category, return_inverse=True
+        )
+        sums = np.zeros(cells.size, dtype=np.int64)
+        np.add.at(sums, inverse, changes.delta)
+        # Cells are sorted: each (model, prior) group's rows are contiguous.
+        row_keys = cells // width
+        is_first = np.diff(row_keys, prepend=-1) != 0
+        block = np.zeros((int(is_first.sum()), width), dtype=np.int64)
+        block[np.cumsum(is_first) - 1, cells % width] = sums
+        distinct = row_keys[is_first]
+        groups = distinct // height
+        bounds = [*np.flatnonzero(np.diff(groups, prepend=-1)).tolist(), groups.size]
+        for first, last in itertools.pairwise(bounds):
+            group = int(groups[first])
+            self.table(changes.models[group // 2]).add_row_counts(
+                distinct[first:last] % height, block[first:last], prior=bool(group % 2)
+            )
 
     def standings(self, confidence: float) -> list[Standing]:
         """Each model's posterior and sampling, for :func:`decide`."""

@@ -215,13 +215,62 @@ class ModelCounts:
 class CountChanges:
     """What other writers changed in a run's counts since a store last looked.
 
-    ``cells`` maps (model, question, prior, category) to the summed change;
+    One row per changed cell, as columns, so a large change is applied with
+    NumPy rather than cell by cell: row ``i`` adds ``delta[i]`` to the cell
+    ``(models[model[i]], questions[question[i]], prior[i], category[i])``.
     ``costs`` maps a model to the (trials, tokens, seconds) added. Cheaper to
     apply than a full re-read of the counts when the run is large.
     """
 
-    cells: dict[tuple[str, str, bool, int], int]
+    models: list[str]
+    model: NDArray[np.int64]
+    questions: list[str]
+    question: NDArray[np.int64]
+    prior: NDArray[np.bool_]
+    category: NDArray[np.int64]
+    delta: NDArray[np.int64]
     costs: dict[str, tuple[int, int, float]]
+
+    @classmethod
+    def from_cells(
+        cls,
+        cells: Mapping[tuple[str, str, bool, int], int],
+        costs: Mapping[str, tuple[int, int, float]] | None = None,
+    ) -> CountChanges:
+        """Changes from a ``(model, question, prior, category) -> delta`` map."""
+        models = list(dict.fromkeys(cell[0] for cell in cells))
+        questions = list(dict.fromkeys(cell[1] for cell in cells))
+        model_number = {model: index for index, model in enumerate(models)}
+        question_number = {question: index for index, question in enumerate(questions)}
+        size = len(cells)
+        return cls(
+            models=models,
+            model=np.fromiter((model_number[c[0]] for c in cells), np.int64, size),
+            questions=questions,
+            question=np.fromiter(
+                (question_number[c[1]] for c in cells), np.int64, size
+            ),
+            prior=np.fromiter((c[2] for c in cells), np.bool_, size),
+            category=np.fromiter((c[3] for c in cells), np.int64, size),
+            delta=np.fromiter(cells.values(), np.int64, size),
+            costs=dict(costs or {}),
+        )
+
+    @property
+    def cells(self) -> dict[tuple[str, str, bool, int], int]:
+        """The changes as ``(model, question, prior, category) -> delta``."""
+        summed: dict[tuple[str, str, bool, int], int] = {}
+        for model, question, prior, category, delta in zip(
+            self.model.tolist(),
+            self.question.tolist(),
+            self.prior.tolist(),
+            self.category.tolist(),
+            self.delta.tolist(),
+            strict=True,
+        ):
+            cell = (self.models[model], self.questions[question], prior, category)
+            summed[cell] = summed.get(cell, 0) + delta
+        return summed
 
 
 @dataclass(slots=True)

@@ -25,9 +25,16 @@ Per run (``{prefix}:{{run}}:...``):
 - ``fired`` (hash): ``[kind, subject]`` -> the event's sequence number.
 - ``event_seq`` (string): the run's last event sequence number.
 - ``changes`` (stream): the counts' change log, one entry per ``version``
-  (id ``<version>-0``), fields ``w`` (the writing store), ``d`` and ``c``
-  (count and cost deltas as JSON); capped by ``XADD MAXLEN ~``. Other
-  workers follow the counts through it instead of re-reading them whole.
+  (id ``<version>-0``), fields ``w`` (the writing store), ``i`` (the changed
+  cells by number, comma-separated), ``n`` (their deltas, in the same
+  order) and ``c`` (cost deltas as JSON); capped by ``XADD MAXLEN ~``.
+  Other workers follow the counts through it instead of re-reading them
+  whole (:mod:`adapters.redis.changes`). Entries written before ``i`` carry
+  ``d`` (the count deltas as JSON); a reader meeting one reads the counts
+  whole.
+- ``cell_numbers`` (hash): ``counts`` field -> its number, and ``cells``
+  (list): the ``counts`` fields in number order, from 0. Numbered as the
+  log first names them; append-only, like the counts.
 - ``status_turn`` (string, expires): set by the worker whose turn it is to
   refresh the run's status (see ``RedisStore.status_turn``).
 - ``events`` (stream): fired events, entry id ``<seq>-0``; fields ``kind``,
@@ -65,6 +72,8 @@ RUN_KEY_NAMES: Final = (
     "event_seq",
     "events",
     "changes",
+    "cell_numbers",
+    "cells",
     "status_turn",
 )
 
@@ -119,6 +128,14 @@ def events(prefix: str, run: str) -> str:
 
 def changes(prefix: str, run: str) -> str:
     return _run_key(prefix, run, "changes")
+
+
+def cell_numbers(prefix: str, run: str) -> str:
+    return _run_key(prefix, run, "cell_numbers")
+
+
+def cells(prefix: str, run: str) -> str:
+    return _run_key(prefix, run, "cells")
 
 
 def status_turn(prefix: str, run: str) -> str:

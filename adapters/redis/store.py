@@ -54,7 +54,9 @@ from contextlib import contextmanager
 from importlib import resources
 from typing import Any, Final
 
+import numpy as np
 import redis
+from numpy.typing import NDArray
 from redis._parsers import _RESP2Parser
 from redis.backoff import NoBackoff
 from redis.client import Pipeline
@@ -66,6 +68,7 @@ from redis.retry import Retry
 from redis.typing import EncodableT, FieldT
 
 from adapters.redis import keys
+from adapters.redis.changes import CellTable, add_costs, read_entry
 from monitor.errors import StoreError
 from monitor.schema import RunConfig
 from monitor.store import (
@@ -139,6 +142,9 @@ class RedisStore(TrialAsBatch):
         self._versions: dict[str, int] = {}
         # Marks this store's entries in the change log, which it skips.
         self._writer = uuid.uuid4().hex
+        # Per run, the numbered counts cells read so far (the change log
+        # names cells by number).
+        self._cells: dict[str, CellTable] = {}
         self._chunk_size = chunk_size
         self._dead_letter_limit = dead_letter_limit
         self._wait_ms = max(1, int(timeout_s * 500))
@@ -178,6 +184,7 @@ class RedisStore(TrialAsBatch):
             self._client = client
             self._apply_trials_script = self._register("apply_trials.lua")
             self._fire_events_script = self._register("fire_events.lua")
+            self._read_cells_script = self._register("read_cells.lua")
 
     @property
     def is_shared(self) -> bool:
@@ -394,8 +401,9 @@ class RedisStore(TrialAsBatch):
         Each apply that changes counts bumps the run's version and logs its
         deltas under that version; versions this store produced itself (one
         after the other) need no read. One ``HGET`` when nothing changed;
-        otherwise the other writers' deltas from the change log, or the whole
-        counts when the log no longer holds every version since ours.
+        otherwise the other writers' deltas from the change log (and the
+        fields of cells numbered since the last read), or the whole counts
+        when the log no longer holds every version since ours.
         """
         known = self._versions.get(run, 0)
         with _translated(f"read the changes of run {run!r}"):
@@ -404,7 +412,9 @@ class RedisStore(TrialAsBatch):
             )
             if current == known:
                 return None
-            if known < 0:
+            if known < 0 or current < known:
+                # Unsure what was applied, or the run's keys were replaced.
+                self._cells.pop(run, None)
                 return self.counts(run)
             entries: list[tuple[int, dict[str, str]]] = []
             while known + len(entries) < current:
@@ -425,12 +435,43 @@ class RedisStore(TrialAsBatch):
                     # Trimmed away, or written before the log: read them whole.
                     return self.counts(run)
                 entries.extend(found)
-        changes = CountChanges(cells={}, costs={})
-        for _, fields in entries:
-            if fields["w"] != self._writer:
-                _add_entry(changes, fields)
+            changes = self._summed(run, entries)
+            if changes is None:
+                return self.counts(run)
         self._versions[run] = current
         return changes
+
+    def _summed(
+        self, run: str, entries: list[tuple[int, dict[str, str]]]
+    ) -> CountChanges | None:
+        """The other writers' entries summed, or None to read the counts whole."""
+        numbers: list[NDArray[np.int64]] = []
+        deltas: list[NDArray[np.int64]] = []
+        costs: dict[str, tuple[int, int, float]] = {}
+        try:
+            for _, fields in entries:
+                if fields["w"] != self._writer:
+                    entry_numbers, entry_deltas = read_entry(fields)
+                    numbers.append(entry_numbers)
+                    deltas.append(entry_deltas)
+                    add_costs(costs, fields)
+        except ValueError:  # an entry in an older layout, or malformed
+            return None
+        named = np.concatenate(numbers) if numbers else np.zeros(0, np.int64)
+        cells = self._cells.setdefault(run, CellTable())
+        wanted = int(named.max()) + 1 if named.size else 0
+        if wanted > len(cells):
+            # Cells numbered since the last read: their fields, once.
+            pipe = self._client.pipeline(transaction=False)
+            self._run_script(
+                self._read_cells_script,
+                pipe,
+                [keys.cells(self._prefix, run)],
+                [len(cells), wanted - 1],
+            )
+            if not cells.extend(_text(pipe.execute()[0]), wanted - len(cells)):
+                return None
+        return cells.changes(named, np.concatenate(deltas) if deltas else named, costs)
 
     def status_turn(self, run: str, seconds: float) -> float:
         """Take the turn to refresh the run's status for ``seconds``.
@@ -590,6 +631,8 @@ class RedisStore(TrialAsBatch):
                 keys.totals(self._prefix, run),
                 keys.costs(self._prefix, run),
                 keys.changes(self._prefix, run),
+                keys.cell_numbers(self._prefix, run),
+                keys.cells(self._prefix, run),
             ],
             [*arguments, self._writer],
         )
@@ -786,20 +829,6 @@ def _stored_events(
 
 def _entry_version(entry_id: Reply) -> int:
     return int(_text(entry_id).split("-")[0])
-
-
-def _add_entry(changes: CountChanges, fields: dict[str, str]) -> None:
-    """Sum one change-log entry into ``changes``."""
-    for (model, question, prior, category), delta in json.loads(fields["d"]):
-        cell = (model, question, bool(prior), int(category))
-        changes.cells[cell] = changes.cells.get(cell, 0) + int(delta)
-    for model, trials, tokens, seconds in json.loads(fields["c"]):
-        before = changes.costs.get(model, (0, 0, 0.0))
-        changes.costs[model] = (
-            before[0] + int(trials),
-            before[1] + int(tokens),
-            before[2] + float(seconds),
-        )
 
 
 def _run_totals(values: ReplyMap) -> RunTotals:

@@ -33,7 +33,7 @@ from adapters.redis.streams import RedisStreamSource
 from monitor import Monitor, RunConfig, StoreError
 from monitor.config import RedisStreamSettings, StoreSettings
 from monitor.service import Service
-from monitor.store import Batch, DeadLetter, PendingEvent
+from monitor.store import Batch, CountChanges, DeadLetter, PendingEvent
 from tests.adapters.test_redis_store import (
     RUNS,
     WEIGHTS,
@@ -230,6 +230,34 @@ def test_two_workers_on_a_cluster_count_every_trial_once_and_fire_once(
     check_fired_once(store, [(r, s, q) for r, s, q in fired], expected)
     last = {str((len(stream) - 1) // 40 * 40) for stream in streams}
     assert store.load().cursors["worker"] in last
+
+
+def test_a_follower_on_a_cluster_adds_up_to_the_whole_counts(
+    redis_cluster_nodes: RedisClusterNodes, store: RedisStore
+) -> None:
+    for run in SPREAD:
+        store.save_config(RunConfig(run=run, weights=WEIGHTS))
+    other = RedisStore(redis_cluster_nodes.url, store.prefix, cluster=True)
+    deliveries = spread_deliveries(3)
+    followed: dict[str, dict[tuple[str, str, bool, int], int]] = {r: {} for r in SPREAD}
+    for offset in range(0, len(deliveries), 50):
+        other.apply(as_batch(deliveries[offset : offset + 50], str(offset)))
+        for run in SPREAD:
+            # Each run's change log and cell numbers, read on its master.
+            changes = store.counts_if_changed(run)
+            assert isinstance(changes, CountChanges)
+            for cell, delta in changes.cells.items():
+                followed[run][cell] = followed[run].get(cell, 0) + delta
+    other.close()
+    for run in SPREAD:
+        whole = {
+            (model, question, False, category): count
+            for model, counts in store.counts(run).items()
+            for question, row in zip(counts.questions, counts.observed, strict=True)
+            for category, count in enumerate(row)
+            if count
+        }
+        assert {cell: n for cell, n in followed[run].items() if n} == whole
 
 
 def test_dead_letters_count_on_their_runs_master(store: RedisStore) -> None:

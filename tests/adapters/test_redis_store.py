@@ -296,6 +296,60 @@ def test_a_trimmed_change_log_falls_back_to_the_whole_counts(
     other.close()
 
 
+def test_a_follower_decodes_each_cell_once_and_reads_older_entries_whole(
+    redis: RedisServer, store: RedisStore
+) -> None:
+    store.save_config(RunConfig(run="r", weights=WEIGHTS))
+    other = RedisStore(redis.url, store.prefix)
+    # Newlines and separators inside ids: fields stay whole.
+    first = [
+        ("m\n1", 'q\n,"', "t", False, 2, 5, None),
+        ("m", "é", "t", True, 1, None, None),
+    ]
+    other.apply(Batch([trial_batch("r", first)]))
+    changes = store.counts_if_changed("r")
+    assert isinstance(changes, CountChanges)
+    assert changes.cells == {("m\n1", 'q\n,"', False, 2): 1, ("m", "é", True, 1): 1}
+    assert changes.costs == {"m\n1": (1, 5, 0.0)}
+    # A correction and a cell numbered after the last read.
+    later = [("m", "é", "t", True, 0, None, None), ("m", "é", "u", True, 1, None, None)]
+    other.apply(Batch([trial_batch("r", later)]))
+    other.apply(Batch([trial_batch("r", [("n", "é", "t", False, 1, None, 0.5)])]))
+    changes = store.counts_if_changed("r")
+    assert isinstance(changes, CountChanges)
+    assert changes.cells == {("m", "é", True, 0): 1, ("n", "é", False, 1): 1}
+    assert changes.costs == {"n": (1, 0, 0.5)}
+    with Redis.from_url(redis.url, decode_responses=True) as client:
+        # Each cell numbered once, in the order the log first named them.
+        numbered = client.lrange(redis_keys.cells(store.prefix, "r"), 0, -1)
+        decoded = [json.loads(field) for field in numbered]
+        assert sorted(decoded[:2]) == [["m", "é", 1, 1], ["m\n1", 'q\n,"', 0, 2]]
+        assert sorted(decoded[2:]) == [["m", "é", 1, 0], ["n", "é", 0, 1]]
+        totals_key = redis_keys.totals(store.prefix, "r")
+        changes_key = redis_keys.changes(store.prefix, "r")
+        # An entry as written before cell numbers: read the counts whole.
+        client.hincrby(redis_keys.counts(store.prefix, "r"), '["m","old",0,0]', 3)
+        client.hincrby(totals_key, "version", 1)
+        older = json.dumps([[["m", "old", 0, 0], 3]])
+        client.xadd(changes_key, {"w": "older", "d": older, "c": "[]"}, id="5-0")
+        whole = store.counts_if_changed("r")
+        assert isinstance(whole, dict)
+        assert counts_view(whole) == counts_view(other.counts("r"))
+        # Numbers and deltas that do not pair up, or an unknown number: whole.
+        for version, number, delta in (
+            (6, "0,1", "1"),
+            (7, "0,x", "1,1"),
+            (8, "9", "1"),
+        ):
+            client.hincrby(totals_key, "version", 1)
+            entry = {"w": "older", "i": number, "n": delta, "c": "[]"}
+            client.xadd(changes_key, entry, id=f"{version}-0")
+            whole = store.counts_if_changed("r")
+            assert isinstance(whole, dict)
+    assert store.counts_if_changed("r") is None
+    other.close()
+
+
 def deliveries(
     rng: np.random.Generator, models: int, questions: int, trials: int
 ) -> list[Trial]:

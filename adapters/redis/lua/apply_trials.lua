@@ -6,10 +6,14 @@
 --                        version -> how many chunks changed the counts
 -- KEYS[4]  costs   hash  JSON [model, "trials"|"tokens"|"seconds"] -> sum
 -- KEYS[5]  changes stream  one entry per version, id "<version>-0": field
---                        w the writer, d the counts deltas as JSON
---                        [[[model, question, prior, category], delta], ...],
---                        c the cost sums as JSON [[model, trials, tokens,
---                        seconds], ...]; capped at about 10,000 entries
+--                        w the writer; i the changed counts cells by number
+--                        (KEYS[7]), comma-separated; n their deltas, in the
+--                        same order; c the cost sums as JSON [[model,
+--                        trials, tokens, seconds], ...]; capped at about
+--                        10,000 entries
+-- KEYS[6]  cell_numbers hash  counts field (as in KEYS[2]) -> its number
+-- KEYS[7]  cells   list  the counts fields in number order (from 0), so a
+--                        reader of the log decodes each field once
 --
 -- ARGV[1]  n, the number of trials in the chunk
 -- ARGV[2]  r, the number of distinct rows
@@ -105,6 +109,24 @@ for i = 1, n do
   latest[field] = category
 end
 
+-- The cells that moved, and their numbers (new ones go at the list's end).
+local moved, moved_by = {}, {}
+for field, delta in pairs(deltas) do
+  if delta ~= 0 then
+    moved[#moved + 1] = field
+    moved_by[#moved_by + 1] = delta
+  end
+end
+local numbers = {}
+for first = 1, #moved, SLICE do
+  local values = redis.call('HMGET', KEYS[6],
+    unpack(moved, first, math.min(first + SLICE - 1, #moved)))
+  for k = 1, #values do
+    numbers[first + k - 1] = values[k]
+  end
+end
+local numbered = redis.call('LLEN', KEYS[7])
+
 local writes = {}
 for field in pairs(changed) do
   writes[#writes + 1] = field
@@ -114,10 +136,25 @@ for first = 1, #writes, 2 * SLICE do
   redis.call('HSET', KEYS[1],
     unpack(writes, first, math.min(first + 2 * SLICE - 1, #writes)))
 end
-for field, delta in pairs(deltas) do
-  if delta ~= 0 then
-    redis.call('HINCRBY', KEYS[2], field, delta)
+for m = 1, #moved do
+  redis.call('HINCRBY', KEYS[2], moved[m], moved_by[m])
+end
+local unnumbered, numbering = {}, {}
+for m = 1, #moved do
+  if not numbers[m] then
+    numbers[m] = numbered + #unnumbered
+    unnumbered[#unnumbered + 1] = moved[m]
+    numbering[#numbering + 1] = moved[m]
+    numbering[#numbering + 1] = numbers[m]
   end
+end
+for first = 1, #unnumbered, SLICE do
+  redis.call('RPUSH', KEYS[7],
+    unpack(unnumbered, first, math.min(first + SLICE - 1, #unnumbered)))
+end
+for first = 1, #numbering, 2 * SLICE do
+  redis.call('HSET', KEYS[6],
+    unpack(numbering, first, math.min(first + 2 * SLICE - 1, #numbering)))
 end
 if new > 0 then
   redis.call('HINCRBY', KEYS[3], 'trials', new)
@@ -129,12 +166,7 @@ if corrections > 0 then
   redis.call('HINCRBY', KEYS[3], 'corrections', corrections)
 end
 local version = redis.call('HGET', KEYS[3], 'version') or '0'
-local moved, sums_out = {}, {}
-for field, delta in pairs(deltas) do
-  if delta ~= 0 then
-    moved[#moved + 1] = '[' .. field .. ',' .. delta .. ']'
-  end
-end
+local sums_out = {}
 for model, sums in pairs(spent) do
   local tokens = string.format('%d', sums[2])
   local seconds = string.format('%.17g', sums[3])
@@ -151,7 +183,8 @@ end
 -- version missing from it makes them read the counts whole).
 if new + corrections > 0 and version > logged then
   redis.call('XADD', KEYS[5], 'MAXLEN', '~', 10000, version .. '-0',
-    'w', writer, 'd', '[' .. table.concat(moved, ',') .. ']',
+    'w', writer, 'i', table.concat(numbers, ','),
+    'n', table.concat(moved_by, ','),
     'c', '[' .. table.concat(sums_out, ',') .. ']')
 end
 return version .. '|' .. table.concat(previous, ',')
