@@ -24,14 +24,17 @@ Per run (``{prefix}:{{run}}:...``):
   new trials that reported a cost.
 - ``fired`` (hash): ``[kind, subject]`` -> the event's sequence number.
 - ``event_seq`` (string): the run's last event sequence number.
-- ``changes`` (stream): the counts' change log, one entry per ``version``
-  (id ``<version>-0``), fields ``w`` (the writing store), ``i`` (the changed
-  cells by number, comma-separated), ``n`` (their deltas, in the same
-  order) and ``c`` (cost deltas as JSON); capped by ``XADD MAXLEN ~``.
-  Other workers follow the counts through it instead of re-reading them
-  whole (:mod:`adapters.redis.changes`). Entries written before ``i`` carry
-  ``d`` (the count deltas as JSON); a reader meeting one reads the counts
-  whole.
+- ``cell_changes`` (stream): the counts' change log, one entry per
+  ``version`` (id ``<version>-0``), fields ``w`` (the writing store), ``i``
+  (the changed cells by number, comma-separated), ``n`` (their deltas, in
+  the same order) and ``c`` (cost deltas as JSON); capped by ``XADD MAXLEN
+  ~``. Other workers follow the counts through it instead of re-reading them
+  whole (:mod:`adapters.redis.changes`). Workers of the release before wrote
+  ``changes`` (entries with ``d``, the deltas as JSON) and read only that
+  key: under its own name each side sees the other's versions as a gap and
+  reads the counts whole, so workers of both releases may share a run while
+  they are upgraded one at a time. A reader meeting a ``d`` entry here
+  reads the counts whole too.
 - ``cell_numbers`` (hash): ``counts`` field -> its number, and ``cells``
   (list): the ``counts`` fields in number order, from 0. Numbered as the
   log first names them; append-only, like the counts.
@@ -71,7 +74,7 @@ RUN_KEY_NAMES: Final = (
     "fired",
     "event_seq",
     "events",
-    "changes",
+    "cell_changes",
     "cell_numbers",
     "cells",
     "status_turn",
@@ -127,7 +130,7 @@ def events(prefix: str, run: str) -> str:
 
 
 def changes(prefix: str, run: str) -> str:
-    return _run_key(prefix, run, "changes")
+    return _run_key(prefix, run, "cell_changes")
 
 
 def cell_numbers(prefix: str, run: str) -> str:

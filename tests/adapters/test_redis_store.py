@@ -282,6 +282,21 @@ def test_two_monitors_on_one_redis_follow_each_other_through_the_change_log(
         assert store.counts_if_changed("bench") is None
 
 
+def test_workers_of_the_release_before_meet_no_entry_they_cannot_read(
+    redis: RedisServer, store: RedisStore
+) -> None:
+    # The release before followed ``changes`` and needed ``d`` in every
+    # entry: a log under that name without ``d`` would stop such a worker
+    # during a rolling upgrade; under another it reads the counts whole.
+    store.save_config(RunConfig(run="r", weights=WEIGHTS))
+    store.apply(Batch([trial_batch("r", [("m", "q", "t", False, 1, None, None)])]))
+    log = redis_keys.changes(store.prefix, "r")
+    with Redis.from_url(redis.url) as client:
+        assert client.xlen(log) == 1
+        before = redis_keys.totals(store.prefix, "r").removesuffix("totals")
+        assert client.exists(before + "changes") == 0
+
+
 def test_a_trimmed_change_log_falls_back_to_the_whole_counts(
     redis: RedisServer, store: RedisStore
 ) -> None:
