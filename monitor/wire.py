@@ -375,13 +375,14 @@ def _columns(
 ) -> TrialColumns | None:
     """Columns of an array of plain trials of one run, or None."""
     size = len(events)
-    runs = set(map(_RUN, events))
+    # Counted, not hashed into a set: msgspec's strings are new objects.
+    runs = list(map(_RUN, events))
     if channel is not None:
-        if not runs <= {UNSET, channel}:
+        if runs.count(channel) + runs.count(UNSET) != size:
             return None
         named: object = channel
-    elif len(runs) == 1:
-        named = runs.pop()
+    elif runs.count(runs[0]) == size:
+        named = runs[0]
     else:
         return None  # several runs, or some event names none
     run = strict_id(named)
