@@ -559,11 +559,28 @@ def _number_column(
         rank = np.empty(len(unique), dtype=np.int64)
         rank[order] = np.arange(len(unique))
         distinct, codes = unique[order], rank[inverse.reshape(-1)]
+    if low >= 0 and low + span <= _CACHED_TEXTS:
+        # Small ids: their texts from the cache, no lookup per distinct id.
+        column: list[str] = _NUMBER_TEXTS[numbers].tolist()
+        return column, Factors(_NUMBER_TEXTS[distinct].tolist(), codes)
     texts = loose_ids(distinct.tolist())
     if texts is None:
         return None
-    column: list[str] = np.array(texts, dtype=object)[codes].tolist()
+    column = np.array(texts, dtype=object)[codes].tolist()
     return column, Factors(texts, codes)
+
+
+def _number_texts(count: int) -> NDArray[np.object_]:
+    """The texts of the integer ids ``0..count-1``, read-only (a constant)."""
+    texts = np.array([str(number) for number in range(count)], dtype=object)
+    texts.flags.writeable = False
+    return texts
+
+
+# Most runs number their questions and trials from 0: those ids' texts
+# (some 240 kB) are taken from here instead of looked up one by one.
+_CACHED_TEXTS: Final = 4096
+_NUMBER_TEXTS: Final = _number_texts(_CACHED_TEXTS)
 
 
 def _array(category: list[int]) -> NDArray[np.int64] | None:

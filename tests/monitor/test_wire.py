@@ -328,6 +328,11 @@ def test_ingest_payload_counts_and_refuses_as_the_dict_path(
     st.one_of(
         st.lists(st.integers(-3, 40), min_size=2, max_size=60),
         st.lists(
+            st.one_of(st.integers(0, 40), st.integers(4090, 4100)),
+            min_size=2,
+            max_size=60,
+        ),
+        st.lists(
             st.one_of(st.integers(0, 9), st.integers(-(2**62), 2**62)),
             min_size=2,
             max_size=60,
@@ -343,7 +348,8 @@ def test_ingest_payload_counts_and_refuses_as_the_dict_path(
 def test_integer_ids_are_factorized_in_first_seen_order(
     numbers: list[int], shuffle: random.Random
 ) -> None:
-    # Narrow spans (a table by value), wide ones (a sort) and ids past int64.
+    # Narrow spans (a table by value; texts of ids below 4,096 cached), wide
+    # ones (a sort) and ids past int64.
     trials = numbers[:]
     shuffle.shuffle(trials)
     payload = json.dumps(
