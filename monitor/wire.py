@@ -539,12 +539,11 @@ def _number_column(
         return None
     low = int(numbers.min())
     span = int(numbers.max()) - low + 1
-    positions = np.arange(size)
     if span <= _TABLE_SPAN + 4 * size:
         shifted = numbers - low
         # Each value's first position: the smallest position that holds it.
         first = np.full(span, size, dtype=np.int64)
-        np.minimum.at(first, shifted, positions)
+        np.minimum.at(first, shifted, np.arange(size))
         present = np.flatnonzero(first < size)
         distinct = present[np.argsort(first[present])]
         code_of = np.empty(span, dtype=np.int64)
@@ -560,7 +559,7 @@ def _number_column(
         rank[order] = np.arange(len(unique))
         distinct, codes = unique[order], rank[inverse.reshape(-1)]
     if low >= 0 and low + span <= _CACHED_TEXTS:
-        # Small ids: their texts from the cache, no lookup per distinct id.
+        # Small ids: their texts from the constant table, no lookup per id.
         column: list[str] = _NUMBER_TEXTS[numbers].tolist()
         return column, Factors(_NUMBER_TEXTS[distinct].tolist(), codes)
     texts = loose_ids(distinct.tolist())
