@@ -13,7 +13,9 @@ stopping rule: a one-off, printed as ``*_setup_s``).
   10,000 events (the bytes made beforehand), in memory and into SQLite (WAL,
   synchronous=FULL: on disk before the call returns); and, for comparison,
   the same bytes the way every wire source took them before
-  (``*_dict_path``: `json.loads`, `parse_payload`, `ingest_parsed`).
+  (``*_dict_path``: `json.loads`, `parse_payload`, `ingest_parsed`). Arrays
+  of 2,000 and of 5,000 events in memory only, to show at which array size
+  a ratio is crossed.
 
 Baseline, measured in the same run: per arriving trial, `scorio.eval.bayes`
 on that model's results matrix (30 questions x 80 trials), as
@@ -164,11 +166,15 @@ def main() -> None:
             functools.partial(one_per_call, single, ingest, wrap),
         )
     with tempfile.TemporaryDirectory() as folder:
-        for size in (1000, 10_000):
+        for size in (1000, 2000, 5000, 10_000):
             measure(
                 f"arrays_of_{size}_memory",
                 functools.partial(arrays, stream, size, None, warm),
             )
+            if size in (2000, 5000):
+                # Only in memory: where between 1,000 and 10,000 a ratio
+                # is crossed.
+                continue
             measure(
                 f"arrays_of_{size}_memory_dict_path",
                 functools.partial(arrays, stream, size, None, warm, dict_path=True),

@@ -204,27 +204,55 @@ class TrialGrid:
         self._cover(top_row, top_column, self._size + count)
         return top_row < self._shape[0] and top_column < self._shape[1]
 
-    @property
-    def width(self) -> int:
-        """Columns of the array: a cell's flat index is ``row * width + column``."""
-        return self._shape[1]
+    @staticmethod
+    def make_room_in(
+        grids: list[TrialGrid],
+        spans: list[tuple[int, int, int, int]],
+        counts: list[int],
+    ) -> list[int] | None:
+        """:meth:`make_room` of each grid (every one prepared); their widths
+        (a cell's flat index is ``row * width + column``) when all fit."""
+        fits = True
+        for grid, span, count in zip(grids, spans, counts, strict=True):
+            top_row, low_column, top_column, top_category = span
+            rows, columns = grid._shape
+            if (
+                top_row < rows
+                and low_column >= 0
+                and top_column < columns
+                and top_category <= _INT8_MAX
+            ):
+                continue  # the common case, without a call
+            if not grid.make_room(span, count):
+                fits = False
+        return [grid._shape[1] for grid in grids] if fits else None
 
+    @staticmethod
     def exchange(
-        self,
+        grids: list[TrialGrid],
         heads: NDArray[np.int64],
+        head_bounds: list[int],
         tails: NDArray[np.int64],
+        tail_bounds: list[int],
         categories: NDArray[np.int64],
     ) -> NDArray[np.integer]:
-        """The categories stored at flat cells ``heads``, then store ``categories``
-        at ``tails``; then count the new trials with :meth:`add_recorded`."""
-        stored = self._cells.reshape(-1)
-        found = stored[heads]
-        stored[tails] = categories
-        return found
+        """Each grid's categories at its flat cells ``heads[head_bounds[k]:
+        head_bounds[k + 1]]`` (all grids' in one array), then store its
+        ``categories`` at its ``tails`` (likewise); the grids made room first
+        (:meth:`make_room_in`); count new trials with :meth:`add_recorded`."""
+        found = []
+        for index, grid in enumerate(grids):
+            stored = grid._cells.reshape(-1)
+            found.append(stored[heads[head_bounds[index] : head_bounds[index + 1]]])
+            cells = slice(tail_bounds[index], tail_bounds[index + 1])
+            stored[tails[cells]] = categories[cells]
+        return np.concatenate(found)
 
-    def add_recorded(self, count: int) -> None:
-        """Count ``count`` new distinct trials recorded by :meth:`exchange`."""
-        self._size += count
+    @staticmethod
+    def add_recorded(grids: list[TrialGrid], counts: list[int]) -> None:
+        """Count new distinct trials recorded by :meth:`exchange`, per grid."""
+        for grid, count in zip(grids, counts, strict=True):
+            grid._size += count
 
     def counts(self, width: int) -> tuple[list[str], NDArray[np.int64]]:
         """Questions this grid holds trials of (row order), counts per category."""
@@ -394,41 +422,31 @@ class Ledger:
             )
         )
         bounds = [*starts.tolist(), size]
-        grids = [
-            self.grid(models[group // 2], bool(group % 2))
-            for group in sorted_groups[starts].tolist()
-        ]
-        fits = [
-            grid.make_room(span, stop - start)
-            for grid, span, (start, stop) in zip(
-                grids, spans, itertools.pairwise(bounds), strict=True
-            )
-        ]
-        if all(fits):
+        known = self._grids.get
+        grids = []
+        for group in sorted_groups[starts].tolist():
+            key = (models[group >> 1], bool(group & 1))
+            grid = known(key)
+            grids.append(self.grid(*key) if grid is None else grid)
+        sizes = [stop - start for start, stop in itertools.pairwise(bounds)]
+        widths = TrialGrid.make_room_in(grids, spans, sizes)
+        if widths is not None:
             # Every trial in its grid's array: each grid's work is one read
             # of its first deliveries' cells and one write of its last ones'.
-            widths = np.array([grid.width for grid in grids], dtype=np.int64)
-            sizes = [stop - start for start, stop in itertools.pairwise(bounds)]
             flat = sorted_rows * np.repeat(widths, sizes) + sorted_columns
             heads, tails = np.flatnonzero(first), np.flatnonzero(last)
             head_bounds = np.searchsorted(heads, bounds).tolist()
-            tail_bounds = np.searchsorted(tails, bounds).tolist()
-            head_cells, tail_cells = flat[heads], flat[tails]
-            tail_categories = sorted_categories[tails]
-            found = np.concatenate(
-                [
-                    grid.exchange(
-                        head_cells[head_bounds[index] : head_bounds[index + 1]],
-                        tail_cells[tail_bounds[index] : tail_bounds[index + 1]],
-                        tail_categories[tail_bounds[index] : tail_bounds[index + 1]],
-                    )
-                    for index, grid in enumerate(grids)
-                ]
+            found = TrialGrid.exchange(
+                grids,
+                flat[heads],
+                head_bounds,
+                flat[tails],
+                np.searchsorted(tails, bounds).tolist(),
+                sorted_categories[tails],
             )
             previous_sorted[heads] = found
             new = np.add.reduceat(found == NEW, head_bounds[:-1], dtype=np.int64)
-            for grid, count in zip(grids, new.tolist(), strict=True):
-                grid.add_recorded(count)
+            TrialGrid.add_recorded(grids, new.tolist())
         else:
             for grid, span, (start, stop) in zip(
                 grids, spans, itertools.pairwise(bounds), strict=True

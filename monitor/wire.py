@@ -66,6 +66,17 @@ class _Correct(Struct, forbid_unknown_fields=True, gc=False):
     run: str | UnsetType = UNSET
 
 
+class _CorrectNumbered(Struct, forbid_unknown_fields=True, gc=False):
+    """:class:`_Correct` with integer question and trial ids (the columns
+    are then read into arrays and factorized with NumPy)."""
+
+    model: str
+    question: int
+    trial: int
+    correct: bool
+    run: str | UnsetType = UNSET
+
+
 class _Event(_Bare, forbid_unknown_fields=True, gc=False):
     """A plain trial event as JSON gives it; any other field declines it.
 
@@ -85,6 +96,7 @@ _DECODER: Final = msgspec.json.Decoder(_Event | list[_Event])
 # optional columns to read when one fits (a field it lacks makes it fail,
 # at that field).
 _ARRAY_DECODERS: Final = (
+    msgspec.json.Decoder(list[_CorrectNumbered]),
     msgspec.json.Decoder(list[_Correct]),
     msgspec.json.Decoder(list[_Bare]),
 )
@@ -353,7 +365,7 @@ def _cost(cost: _Cost) -> tuple[int | None, float | None] | None:
 
 
 def _columns(
-    events: list[_Event] | list[_Bare] | list[_Correct],
+    events: list[_Event] | list[_Bare] | list[_Correct] | list[_CorrectNumbered],
     payload: bytes,
     source: str,
     position: int | None,
@@ -363,13 +375,14 @@ def _columns(
 ) -> TrialColumns | None:
     """Columns of an array of plain trials of one run, or None."""
     size = len(events)
-    runs = set(map(_RUN, events))
+    # Counted, not hashed into a set: msgspec's strings are new objects.
+    runs = list(map(_RUN, events))
     if channel is not None:
-        if not runs <= {UNSET, channel}:
+        if runs.count(channel) + runs.count(UNSET) != size:
             return None
         named: object = channel
-    elif len(runs) == 1:
-        named = runs.pop()
+    elif runs.count(runs[0]) == size:
+        named = runs[0]
     else:
         return None  # several runs, or some event names none
     run = strict_id(named)
@@ -381,8 +394,15 @@ def _columns(
         if strict_id(value) is None:
             return None
     model: list[str] = np.array(models, dtype=object)[model_factors.codes].tolist()
-    questions = _id_column(map(_QUESTION, events), size)
-    trials = _id_column(map(_TRIAL, events), size)
+    numbered = type(events[0]) is _CorrectNumbered
+    questions = trials = None
+    if numbered:
+        questions = _number_column(map(_QUESTION, events), size)
+        trials = _number_column(map(_TRIAL, events), size)
+    if questions is None:  # not numbered, or a number past int64
+        questions = _id_column(map(_QUESTION, events), size)
+    if trials is None:
+        trials = _id_column(map(_TRIAL, events), size)
     if questions is None or trials is None:
         return None
     factors = {
@@ -391,7 +411,7 @@ def _columns(
         "trial": trials[1],
     }
     outcomes: NDArray[np.int64] | None
-    if type(events[0]) is _Correct:  # a bool ``correct`` each, no category
+    if numbered or type(events[0]) is _Correct:  # a bool ``correct``, no category
         outcomes = np.fromiter(map(_CORRECT, events), np.int64, size)
         category: list[int] = outcomes.tolist()
         from_correct = True
@@ -498,6 +518,68 @@ def _id_column(
     if len(set(texts)) < len(texts):  # an integer and its digits as text
         return column, Factors.of(column)
     return column, Factors(texts, raw.codes)
+
+
+# Integer ids spanning at most this many values (beyond the batch's size)
+# are factorized through a table indexed by value, others by a sort.
+_TABLE_SPAN: Final = 1 << 16
+
+
+def _number_column(
+    values: Iterator[int], size: int
+) -> tuple[list[str], Factors] | None:
+    """:func:`_id_column` of integer ids; None past int64 (or an invalid id).
+
+    The ids are read into an array once and factorized in first-seen order
+    with NumPy (distinct integers have distinct texts).
+    """
+    try:
+        numbers = np.fromiter(values, np.int64, size)
+    except OverflowError:
+        return None
+    low = int(numbers.min())
+    span = int(numbers.max()) - low + 1
+    if span <= _TABLE_SPAN + 4 * size:
+        shifted = numbers - low
+        # Each value's first position: the smallest position that holds it.
+        first = np.full(span, size, dtype=np.int64)
+        np.minimum.at(first, shifted, np.arange(size))
+        present = np.flatnonzero(first < size)
+        distinct = present[np.argsort(first[present])]
+        code_of = np.empty(span, dtype=np.int64)
+        code_of[distinct] = np.arange(len(distinct))
+        codes = code_of[shifted]
+        distinct += low
+    else:
+        unique, first, inverse = np.unique(
+            numbers, return_index=True, return_inverse=True
+        )
+        order = np.argsort(first)
+        rank = np.empty(len(unique), dtype=np.int64)
+        rank[order] = np.arange(len(unique))
+        distinct, codes = unique[order], rank[inverse.reshape(-1)]
+    if low >= 0 and low + span <= _CACHED_TEXTS:
+        # Small ids: their texts from the constant table, no lookup per id.
+        column: list[str] = _NUMBER_TEXTS[numbers].tolist()
+        return column, Factors(_NUMBER_TEXTS[distinct].tolist(), codes)
+    texts = loose_ids(distinct.tolist())
+    if texts is None:
+        return None
+    column = np.array(texts, dtype=object)[codes].tolist()
+    return column, Factors(texts, codes)
+
+
+def _number_texts(count: int) -> NDArray[np.object_]:
+    """The texts of the integer ids ``0..count-1``, read-only (a constant)."""
+    texts = np.array([str(number) for number in range(count)], dtype=object)
+    texts.flags.writeable = False
+    return texts
+
+
+# Most runs number their questions and trials from 0: those ids' texts
+# (some 240 kB) are taken from here instead of looked up one by one.
+_CACHED_TEXTS: Final = 4096
+_NUMBER_TEXTS: Final = _number_texts(_CACHED_TEXTS)
 
 
 def _array(category: list[int]) -> NDArray[np.int64] | None:

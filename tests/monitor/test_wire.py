@@ -10,6 +10,7 @@ the dict path does.
 from __future__ import annotations
 
 import json
+import random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -90,6 +91,19 @@ binary_events = st.fixed_dictionaries(
     },
     optional={"run": st.sampled_from(["r", "r", "s"])},
 )
+# Ids and ``correct`` with integer question and trial ids (read into arrays):
+# narrow and wide spans, negative ids, ids past int64.
+numbered_events = st.fixed_dictionaries(
+    {
+        "model": st.sampled_from(["a", "b"]),
+        "question": st.one_of(
+            st.integers(0, 4), st.integers(-(2**40), 2**40), st.just(2**64)
+        ),
+        "trial": st.one_of(st.integers(0, 3), st.integers(-3, 2**17)),
+        "correct": st.one_of(st.booleans(), st.booleans(), st.booleans(), st.none()),
+    },
+    optional={"run": st.sampled_from(["r", "r", "r", "s"])},
+)
 elements = st.one_of(
     clean_events, clean_events, clean_events, near_events, odd_events()
 )
@@ -100,7 +114,17 @@ def payloads(draw: st.DrawFn) -> bytes:
     """An event, an array of them, or bytes that are not quite either."""
     kind = draw(
         st.sampled_from(
-            ["one", "clean", "clean", "binary", "array", "array", "poison", "bytes"]
+            [
+                "one",
+                "clean",
+                "clean",
+                "binary",
+                "numbered",
+                "array",
+                "array",
+                "poison",
+                "bytes",
+            ]
         )
     )
     if kind == "poison":
@@ -111,6 +135,8 @@ def payloads(draw: st.DrawFn) -> bytes:
         text = json.dumps(draw(st.lists(clean_events, min_size=1, max_size=8)))
     elif kind == "binary":
         text = json.dumps(draw(st.lists(binary_events, min_size=1, max_size=8)))
+    elif kind == "numbered":
+        text = json.dumps(draw(st.lists(numbered_events, min_size=1, max_size=8)))
     else:
         text = json.dumps(draw(st.lists(elements, min_size=0, max_size=12)))
     if kind == "bytes":
@@ -295,6 +321,52 @@ def test_ingest_payload_counts_and_refuses_as_the_dict_path(
         got = fast.ingest_payload(payload, source="src", position=where)
         assert report_of(got) == report_of(expected)
     assert state_of(fast) == state_of(slow)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.one_of(
+        st.lists(st.integers(-3, 40), min_size=2, max_size=60),
+        st.lists(
+            st.one_of(st.integers(0, 40), st.integers(4090, 4100)),
+            min_size=2,
+            max_size=60,
+        ),
+        st.lists(
+            st.one_of(st.integers(0, 9), st.integers(-(2**62), 2**62)),
+            min_size=2,
+            max_size=60,
+        ),
+        st.lists(
+            st.one_of(st.integers(0, 9), st.integers(2**63 - 3, 2**64)),
+            min_size=2,
+            max_size=20,
+        ),
+    ),
+    st.randoms(use_true_random=False),
+)
+def test_integer_ids_are_factorized_in_first_seen_order(
+    numbers: list[int], shuffle: random.Random
+) -> None:
+    # Narrow spans (a table by value; texts of ids below 4,096 cached), wide
+    # ones (a sort) and ids past int64.
+    trials = numbers[:]
+    shuffle.shuffle(trials)
+    payload = json.dumps(
+        [
+            {"run": "r", "model": "a", "question": q, "trial": t, "correct": True}
+            for q, t in zip(numbers, trials, strict=True)
+        ]
+    ).encode()
+    (columns,) = parse_wire(payload)
+    assert isinstance(columns, TrialColumns)
+    assert columns.question == [str(number) for number in numbers]
+    assert columns.trial == [str(number) for number in trials]
+    assert list(columns.questions) == list(dict.fromkeys(columns.question))
+    for name in ("question", "trial"):
+        factors, expected = columns.factors[name], Factors.of(getattr(columns, name))
+        assert factors.values == expected.values
+        assert factors.codes.tolist() == expected.codes.tolist()
 
 
 def test_a_list_of_one_is_counted_as_the_event_alone() -> None:
