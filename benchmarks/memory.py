@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import resource
 import subprocess
@@ -195,7 +196,9 @@ def main() -> None:
     shape = {"models": 100, "questions": questions, "categories": 8, "trials": 2}
     report: dict[str, object] = {
         "python": platform.python_version(),
-        "machine": "shared 2 vCPU (other jobs running)",
+        # The machine, and how busy it was (other jobs too).
+        "cpus": os.cpu_count(),
+        "load_1min_before": round(os.getloadavg()[0], 2),
     }
     for name, call_trials in (
         ("state", arguments.call_trials),
