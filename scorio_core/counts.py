@@ -25,7 +25,14 @@ Float drift: each update moves the running sums by one rounding of size
 by an exactly rounded ``math.fsum`` over the rows. Between resyncs the error
 in ``mu`` is at most ``2 * window * eps`` times the weight scale (~5e-13 for
 M <= 8192) and in practice ~1e-15, so a stream of any length agrees with a
-batch recompute to 1e-12.
+batch recompute to 1e-12. A batch that changes ``k`` rows of a table of
+``M`` rows adds its ``k`` row changes (each at most the weight scale) into
+one change and moves the sums by it once: one rounding of the sums, plus
+at most ``k * k / 2`` roundings of size ``eps`` times the weight scale in
+that change, i.e. at most ``k * k / (2 * M)`` roundings of the size the
+bound counts (``eps * M`` times the weight scale). So it counts as
+``1 + k * k // M`` updates against the window, and the bound above holds
+as stated for any mix of single updates and batches.
 """
 
 from __future__ import annotations
@@ -606,7 +613,7 @@ class CountTable:
             table._mean_sum += mean_changes[index]
             table._variance_sum += variance_changes[index]
             table._synced = False
-            table._resync_countdown -= end - start
+            table._resync_countdown -= _batch_updates(end - start, table._size)
             if table._resync_countdown <= 0:
                 table.resync()
 
@@ -656,7 +663,7 @@ class CountTable:
         self._means[rows] = means
         self._variances[rows] = variances
         self._synced = False
-        self._resync_countdown -= len(rows)
+        self._resync_countdown -= _batch_updates(len(rows), self._size)
         if self._resync_countdown <= 0:
             self.resync()
 
@@ -1009,6 +1016,15 @@ def _row_terms(
     if variances.size and float(variances.min()) < -VARIANCE_ROUNDOFF:
         raise FloatingPointError("Bayes@N per-question variance is materially negative")
     return means, np.maximum(variances, 0.0)
+
+
+def _batch_updates(rows: int, size: int) -> int:
+    """How many updates a batch of ``rows`` changed rows counts as for drift.
+
+    One rounding of the running sums, plus the rounding of the sum of its
+    row changes (see the module docstring): ``1 + rows * rows // size``.
+    """
+    return 1 + rows * rows // max(size, 1)
 
 
 def _max_of(kind: np.dtype[Any]) -> int:

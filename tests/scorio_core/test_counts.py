@@ -414,3 +414,46 @@ def test_a_negative_count_in_any_table_changes_none(
     with pytest.raises(ValueError, match="question 'q1' would become negative"):
         CountTable.add_row_counts_together(parts, prior=False)
     assert [(_state(table), table.mu, table.sigma) for table in tables] == before
+
+
+def test_a_batch_counts_as_one_plus_k_squared_over_m_updates() -> None:
+    assert count_tables._batch_updates(1, 1) == 2
+    assert count_tables._batch_updates(50, 1000) == 3
+    assert count_tables._batch_updates(31, 1000) == 1
+    assert count_tables._batch_updates(1000, 1000) == 1001
+
+
+def test_long_streams_of_batches_resync_on_their_count_and_do_not_drift() -> None:
+    # 3 tables of 200 rows, batches of 20 rows each: 1 + 400 // 200 = 3
+    # updates a batch, so the first resync (window 1,024) is at batch 342.
+    rng = np.random.default_rng(18)
+    weights = [-1.0, 0.5, 0.25, 2.0]
+    rows = 200
+    index = QuestionIndex([f"q{row}" for row in range(rows)])
+    tables = [CountTable(weights, rows, index=index) for _ in range(3)]
+    for table in tables:
+        table.add_row_counts(
+            np.arange(rows), rng.integers(0, 3, size=(rows, 4)), prior=False
+        )
+        table.resync()
+    synced_at: list[int] = []
+    for batch in range(1, 1_201):
+        parts = []
+        for table in tables:
+            chosen = np.sort(rng.choice(rows, size=20, replace=False))
+            held = table.observed_counts[chosen]
+            deltas = rng.integers(0, 3, size=held.shape) - rng.integers(0, held + 1)
+            parts.append((table, chosen.astype(np.int64), deltas.astype(np.int64)))
+        CountTable.add_row_counts_together(parts, prior=False)
+        if tables[0].is_synced:
+            synced_at.append(batch)
+        if batch % 100 == 0:
+            for table in tables:
+                assert (table.mu, table.sigma) == pytest.approx(
+                    exact_posterior(table), abs=TOLERANCE
+                )
+    assert synced_at == [342, 684, 1026]
+    for table in tables:
+        assert (table.mu, table.sigma) == pytest.approx(
+            exact_posterior(table), abs=TOLERANCE
+        )
