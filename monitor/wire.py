@@ -412,7 +412,10 @@ def _columns(
     }
     outcomes: NDArray[np.int64] | None
     if numbered or type(events[0]) is _Correct:  # a bool ``correct``, no category
-        outcomes = np.fromiter(map(_CORRECT, events), np.int64, size)
+        # bools are the bytes 0 and 1: bytes() reads them faster than fromiter.
+        outcomes = np.frombuffer(bytes(map(_CORRECT, events)), np.uint8).astype(
+            np.int64
+        )
         category: list[int] = outcomes.tolist()
         from_correct = True
     else:

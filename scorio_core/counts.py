@@ -613,7 +613,8 @@ class CountTable:
             table._mean_sum += mean_changes[index]
             table._variance_sum += variance_changes[index]
             table._synced = False
-            table._resync_countdown -= _batch_updates(end - start, table._size)
+            # _batch_updates, inline (a call per table costs more than this).
+            table._resync_countdown -= 1 + (end - start) ** 2 // table._size
             if table._resync_countdown <= 0:
                 table.resync()
 
