@@ -499,16 +499,16 @@ class CountTable:
         parts = [part for part in parts if len(part[1])]
         if not parts:
             return
-        first = parts[0][0]
-        scaled = first._scaled
-        if len(parts) == 1 or any(
-            table._scaled is not scaled and table._scaled != scaled
-            for table, _, _ in parts
-        ):
+        scales = [part[0]._scaled for part in parts]
+        # list.count: identity first, then ==, in C (the same weights).
+        if len(parts) == 1 or scales.count(scales[0]) != len(scales):
             for table, rows, deltas in parts:
                 table._check_rows(rows, deltas, prior)
             for table, rows, deltas in parts:
                 table._add_rows(rows, deltas, prior)
+            return
+        if sum(len(part[1]) for part in parts) <= _TOGETHER_ROWS:
+            CountTable._add_together(parts, prior)
             return
         pieces = _pieces(parts, _TOGETHER_ROWS)
         if len(pieces) > 1:
@@ -534,7 +534,7 @@ class CountTable:
         old_variances: list[NDArray[np.float64]] = []
         # Observed counts only: prior rows are all zero (none counted).
         no_other = not prior and not any(
-            table._prior_trial_count for table, _, _ in parts
+            [part[0]._prior_trial_count for part in parts]
         )
         for table, rows, _ in parts:
             if table._size != len(table._questions):

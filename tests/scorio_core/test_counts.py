@@ -457,3 +457,30 @@ def test_long_streams_of_batches_resync_on_their_count_and_do_not_drift() -> Non
         assert (table.mu, table.sigma) == pytest.approx(
             exact_posterior(table), abs=TOLERANCE
         )
+
+
+def test_tables_with_different_weights_are_added_each_with_its_own() -> None:
+    rng = np.random.default_rng(7)
+    # Equal weights (distinct objects), then others with other unit weights.
+    weights = ([0.0, 0.5, 1.0], [0.0, 0.5, 1.0], [0.0, 0.9, 1.0])
+    index, other = (QuestionIndex([f"q{row}" for row in range(5)]) for _ in "ab")
+    tables = [CountTable(list(w), 5, index=index) for w in weights]
+    alone = [CountTable(list(w), 5, index=other) for w in weights]
+    parts = []
+    for table in tables:
+        table.update("q0", 1)
+        rows = np.array([0, 2, 4])
+        parts.append((table, rows, rng.integers(0, 4, size=(3, 3))))
+    for table in alone:
+        table.update("q0", 1)
+    CountTable.add_row_counts_together(parts, prior=False)
+    for table, (_, rows, deltas) in zip(alone, parts, strict=True):
+        table.add_row_counts(rows, deltas, prior=False)
+    for together, one in zip(tables, alone, strict=True):
+        assert _state(together) == _state(one)
+        assert (together.mu, together.sigma) == pytest.approx(
+            (one.mu, one.sigma), abs=TOLERANCE
+        )
+        assert (together.mu, together.sigma) == pytest.approx(
+            exact_posterior(together), abs=TOLERANCE
+        )
