@@ -533,9 +533,7 @@ class CountTable:
         old_means: list[NDArray[np.float64]] = []
         old_variances: list[NDArray[np.float64]] = []
         # Observed counts only: prior rows are all zero (none counted).
-        no_other = not prior and not any(
-            [part[0]._prior_trial_count for part in parts]
-        )
+        no_other = not prior and not any([part[0]._prior_trial_count for part in parts])
         for table, rows, _ in parts:
             if table._size != len(table._questions):
                 table._take_rows()
