@@ -201,8 +201,11 @@ def test_parse_wire_gives_what_parse_payload_gives(
             )
             assert factors.values == expected.values
             assert factors.codes.tolist() == expected.codes.tolist()
-        assert columns.categories is not None
-        assert columns.categories.tolist() == columns.category
+        if max(columns.category) < 2**63:
+            assert columns.categories is not None
+            assert columns.categories.tolist() == columns.category
+        else:  # past int64: no array, the engine reads the list
+            assert columns.categories is None
     elif fast != slow:
         # Only a single plain trial may differ, by the raw mapping it keeps.
         assert len(fast) == 1 and isinstance(fast[0], Trial)
