@@ -62,6 +62,10 @@ class RunState:
         # The run's questions, numbered once for all its models' tables.
         self._index = QuestionIndex(config.questions or [])
         self._question_rows = self._index.rows
+        # The rows :meth:`takes` looked up for a batch's distinct questions
+        # (that list, its rows: -1 for a new one), for :meth:`apply` to use
+        # when the batch it applies has that same list (rows never change).
+        self._looked_up: tuple[Sequence[str], NDArray[np.int64]] | None = None
         self._allowed_models = None if config.models is None else set(config.models)
         self._category_count = len(config.weights)
         for model in config.models or []:
@@ -187,7 +191,12 @@ class RunState:
         if allowed is not None and not allowed.issuperset(models):
             return False
         known = self._question_rows
-        if all(map(known.__contains__, questions)):  # the common case, in C
+        # One lookup per distinct question, in C, kept for apply.
+        rows = np.fromiter(
+            map(known.get, questions, itertools.repeat(-1)), np.int64, len(questions)
+        )
+        self._looked_up = (questions, rows)
+        if not rows.size or int(rows.min()) >= 0:  # the common case
             return True
         unseen = [q for q in questions if q not in known and q not in new_questions]
         if not unseen:
@@ -384,11 +393,15 @@ class RunState:
             return
         questions = batch.factors("question")
         # The tables share the run's question rows: number them once.
-        row_of = np.fromiter(
-            map(self._question_rows.get, questions.values, itertools.repeat(-1)),
-            np.int64,
-            len(questions.values),
-        )
+        looked_up, self._looked_up = self._looked_up, None
+        if looked_up is not None and looked_up[0] is questions.values:
+            row_of = looked_up[1]  # takes found these (the same list)
+        else:
+            row_of = np.fromiter(
+                map(self._question_rows.get, questions.values, itertools.repeat(-1)),
+                np.int64,
+                len(questions.values),
+            )
         for index in np.flatnonzero(row_of < 0).tolist():
             self.add_question(questions.values[index])
             row_of[index] = self._question_rows[questions.values[index]]

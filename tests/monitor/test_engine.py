@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import scorio.eval as oracle
@@ -459,3 +461,34 @@ def test_a_batch_mixing_plain_and_full_events_of_one_run_counts_them_all() -> No
         )
         assert (report.accepted, len(report.rejected)) == (2, 1)
         assert monitor.status("r").trials == 2
+
+
+def test_arrays_of_json_bytes_count_each_trial_on_its_own_question() -> None:
+    # Arrays of numbered trials as bytes: the run looks their questions up
+    # once when it takes a batch and once more only when it must.
+    rng = np.random.default_rng(11)
+    results = rng.integers(0, 2, size=(3, 12, 4))
+    events = [
+        {
+            "run": "r",
+            "model": f"m{model}",
+            "question": question,
+            "trial": trial,
+            "correct": bool(results[model, question, trial]),
+        }
+        for model, question, trial in np.ndindex(*results.shape)
+    ]
+    order = rng.permutation(len(events)).tolist()
+    shuffled = [events[index] for index in order]
+    with Monitor() as monitor:
+        monitor.configure(RunConfig(run="r", question_count=12))
+        for start in range(0, len(shuffled), 37):
+            body = json.dumps(shuffled[start : start + 37]).encode()
+            assert monitor.ingest_payload(body, source="t").accepted == len(
+                shuffled[start : start + 37]
+            )
+        status = monitor.status("r")
+    assert status.trials == results.size
+    for row in status.models:
+        mu, sigma = oracle.bayes(results[int(row.model[1:])])
+        assert (row.mu, row.sigma) == pytest.approx((mu, sigma), abs=TOLERANCE)
