@@ -27,10 +27,11 @@ in ``mu`` is at most ``2 * window * eps`` times the weight scale (~5e-13 for
 M <= 8192) and in practice ~1e-15, so a stream of any length agrees with a
 batch recompute to 1e-12. A batch that changes ``k`` rows of a table of
 ``M`` rows adds its ``k`` row changes (each at most the weight scale) into
-one change and moves the sums by it once: one rounding of the sums, plus
-at most ``k * k / 2`` roundings of size ``eps`` times the weight scale in
-that change, i.e. at most ``k * k / (2 * M)`` roundings of the size the
-bound counts (``eps * M`` times the weight scale). So it counts as
+one change and moves the sums by it once: one rounding of the sums, the
+rounding of each row's difference (as a single update has), plus at most
+``k * k / 2`` roundings of size ``eps`` times the weight scale in adding
+the ``k`` differences up, i.e. at most ``k * k / (2 * M)`` roundings of the
+size the bound counts (``eps * M`` times the weight scale). So it counts as
 ``1 + k * k // M`` updates against the window, and the bound above holds
 as stated for any mix of single updates and batches.
 """
