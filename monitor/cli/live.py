@@ -195,7 +195,8 @@ async def _watch_serving(
     port: int = sock.getsockname()[1]
     settings = HttpSettings(listen=f"127.0.0.1:{port}", token=token or None)
 
-    async def traced(report: IngestReport) -> None:
+    async def reported(report: IngestReport) -> None:
+        printer.show(report.rejected)
         # A file's batches are light engine calls and a status pass a heavy
         # one, which waits while light ones are queued: at full speed the
         # replay would leave the trace without its first points. Wait for
@@ -206,9 +207,7 @@ async def _watch_serving(
             while service.snapshot.taken_s == taken and time.monotonic() < deadline:
                 await asyncio.sleep(0.002)
 
-    reporting = _ReportingSource(
-        JsonLinesSource(source), lambda report: printer.show(report.rejected), traced
-    )
+    reporting = _ReportingSource(JsonLinesSource(source), reported)
     # A status (and a trace point) after every batch, not every 50 ms: a file
     # replayed at full speed still draws its whole history.
     async with Service(monitor, [reporting], status_interval_s=0.0) as service:
@@ -291,43 +290,34 @@ _SERVED_BATCH_LINES = 200
 
 
 class _ReportingSource:
-    """A trial source whose ingest reports go to ``on_report``, then ``after``."""
+    """A trial source whose ingest reports are also handed to ``on_report``."""
 
     def __init__(
-        self,
-        source: TrialSource,
-        on_report: Callable[[IngestReport], None],
-        after: Callable[[IngestReport], Awaitable[None]],
+        self, source: TrialSource, on_report: Callable[[IngestReport], Awaitable[None]]
     ) -> None:
         self._source = source
         self._on_report = on_report
-        self._after = after
 
     @property
     def name(self) -> str:
         return self._source.name
 
     async def run(self, sink: IngestSink) -> None:
-        await self._source.run(_ReportingSink(sink, self._on_report, self._after))
+        await self._source.run(_ReportingSink(sink, self._on_report))
 
 
 class _ReportingSink:
     def __init__(
-        self,
-        sink: IngestSink,
-        on_report: Callable[[IngestReport], None],
-        after: Callable[[IngestReport], Awaitable[None]],
+        self, sink: IngestSink, on_report: Callable[[IngestReport], Awaitable[None]]
     ) -> None:
         self._sink = sink
         self._on_report = on_report
-        self._after = after
 
     async def ingest_payloads(
         self, payloads: Sequence[Payload], cursor: tuple[str, str] | None = None
     ) -> IngestReport:
         report = await self._sink.ingest_payloads(payloads, cursor)
-        self._on_report(report)
-        await self._after(report)
+        await self._on_report(report)
         return report
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable, Sequence
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -236,31 +237,32 @@ def report_of(report: IngestReport) -> tuple[object, ...]:
     )
 
 
-def dict_path(monitor: Monitor, batch: list[bytes], channel: str | None) -> object:
-    """What the services did before the fast path: parse_payload per payload."""
-    parsed: list[Parsed] = []
-    positions: list[int | None] = []
-    for payload in batch:
-        items = parse_payload(payload, "src", run=channel)
-        parsed.extend(items)
-        positions.extend(range(len(items)))
-    report = monitor.ingest_parsed(
-        with_implied_run(monitor, parsed), source="src", positions=positions
-    )
-    return report_of(report)
-
-
-def wire_path(monitor: Monitor, batch: list[bytes], channel: str | None) -> object:
+def ingested(
+    parse: Callable[..., Sequence[Wire]],
+    monitor: Monitor,
+    batch: list[bytes],
+    channel: str | None,
+) -> object:
+    """Each payload through ``parse``, then one ``ingest_parsed`` call."""
     parsed: list[Wire] = []
     positions: list[int | None] = []
     for payload in batch:
-        items = parse_wire(payload, "src", run=channel)
+        items = parse(payload, "src", run=channel)
         parsed.extend(items)
         positions.extend(range(len(items)))
     report = monitor.ingest_parsed(
         with_implied_run(monitor, parsed), source="src", positions=positions
     )
     return report_of(report)
+
+
+def dict_path(monitor: Monitor, batch: list[bytes], channel: str | None) -> object:
+    """What the services did before the fast path: parse_payload per payload."""
+    return ingested(parse_payload, monitor, batch, channel)
+
+
+def wire_path(monitor: Monitor, batch: list[bytes], channel: str | None) -> object:
+    return ingested(parse_wire, monitor, batch, channel)
 
 
 def state_of(monitor: Monitor) -> object:

@@ -355,6 +355,14 @@ def _state(table: CountTable) -> tuple[object, ...]:
     )
 
 
+def _assert_alike(together: CountTable, one: CountTable) -> None:
+    """Same counts, and the posterior within rounding."""
+    assert _state(together) == _state(one)
+    assert (together.mu, together.sigma) == pytest.approx(
+        (one.mu, one.sigma), abs=TOLERANCE
+    )
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     weights=st.sampled_from([[0.0, 1.0], [0.0, 0.2, 1.0], [-1.0, 0.5, 0.25, 2.0]]),
@@ -386,10 +394,7 @@ def test_adding_rows_of_many_tables_together_equals_one_table_at_a_time(
     for table, (_, chosen, deltas) in zip(alone, parts, strict=True):
         table.add_row_counts(chosen, deltas, prior=prior)
     for together, one in zip(tables, alone, strict=True):
-        assert _state(together) == _state(one)
-        assert (together.mu, together.sigma) == pytest.approx(
-            (one.mu, one.sigma), abs=TOLERANCE
-        )
+        _assert_alike(together, one)
         together.resync()
         one.resync()
         assert (together.mu, together.sigma) == (one.mu, one.sigma)
@@ -477,10 +482,7 @@ def test_tables_with_different_weights_are_added_each_with_its_own() -> None:
     for table, (_, rows, deltas) in zip(alone, parts, strict=True):
         table.add_row_counts(rows, deltas, prior=False)
     for together, one in zip(tables, alone, strict=True):
-        assert _state(together) == _state(one)
-        assert (together.mu, together.sigma) == pytest.approx(
-            (one.mu, one.sigma), abs=TOLERANCE
-        )
+        _assert_alike(together, one)
         assert (together.mu, together.sigma) == pytest.approx(
             exact_posterior(together), abs=TOLERANCE
         )
