@@ -15,10 +15,12 @@ way (:meth:`TrialColumns.expand`) to word the refusal.
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
-from typing import Final
+from typing import Any, Final, Literal
 
 import msgspec
 import numpy as np
@@ -56,27 +58,6 @@ class _Bare(Struct, forbid_unknown_fields=True, gc=False):
     correct: bool | None = None
 
 
-class _Correct(Struct, forbid_unknown_fields=True, gc=False):
-    """A trial event with its ids and ``correct`` only (binary outcomes)."""
-
-    model: str
-    question: str | int
-    trial: str | int
-    correct: bool
-    run: str | UnsetType = UNSET
-
-
-class _CorrectNumbered(Struct, forbid_unknown_fields=True, gc=False):
-    """:class:`_Correct` with integer question and trial ids (the columns
-    are then read into arrays and factorized with NumPy)."""
-
-    model: str
-    question: int
-    trial: int
-    correct: bool
-    run: str | UnsetType = UNSET
-
-
 class _Event(_Bare, forbid_unknown_fields=True, gc=False):
     """A plain trial event as JSON gives it; any other field declines it.
 
@@ -92,14 +73,76 @@ class _Event(_Bare, forbid_unknown_fields=True, gc=False):
 
 
 _DECODER: Final = msgspec.json.Decoder(_Event | list[_Event])
-# Tried first on arrays, in this order: fewer fields to decode and no
-# optional columns to read when one fits (a field it lacks makes it fail,
-# at that field).
-_ARRAY_DECODERS: Final = (
-    msgspec.json.Decoder(list[_CorrectNumbered]),
-    msgspec.json.Decoder(list[_Correct]),
-    msgspec.json.Decoder(list[_Bare]),
-)
+
+# The structs arrays are read into, tried in this order: fewer fields to
+# decode and no optional columns to read when one fits (a field it lacks
+# makes it fail, at that field). ``run`` is added to each (see _decoders).
+_NUMBERED: Final = "numbered"  # integer question and trial ids, ``correct``
+_CORRECT_ONLY: Final = "correct"  # ``correct`` only (binary outcomes)
+_BARE: Final = "bare"  # ids and outcome only
+_EVENT: Final = "event"  # any plain trial (:class:`_Event`)
+_ARRAY_FIELDS: Final[dict[str, list[tuple[Any, ...]]]] = {
+    _NUMBERED: [("model", str), ("question", int), ("trial", int), ("correct", bool)],
+    _CORRECT_ONLY: [
+        ("model", str),
+        ("question", str | int),
+        ("trial", str | int),
+        ("correct", bool),
+    ],
+    _BARE: [
+        ("model", str),
+        ("question", str | int),
+        ("trial", str | int),
+        ("category", int | None, None),
+        ("correct", bool | None, None),
+    ],
+}
+
+
+@functools.lru_cache(maxsize=256)
+def _decoders(
+    run: str | None, required: bool = False
+) -> tuple[tuple[str, msgspec.json.Decoder[list[Any]]], ...]:
+    """(kind, decoder) of arrays of each kind of :data:`_ARRAY_FIELDS`.
+
+    ``run`` None: an event's run may be any text or absent. Otherwise it
+    must be ``run`` (or absent, unless ``required``): msgspec then checks
+    every event's run in C as it decodes, and no column of runs is read.
+    """
+    named: Any = str if run is None else Literal.__getitem__(run)
+    spec: tuple[Any, ...] = (
+        ("run", named) if required else ("run", named | UnsetType, UNSET)
+    )
+    decoders = []
+    for kind, fields in _ARRAY_FIELDS.items():
+        # Fields with defaults after the others, as a struct needs.
+        ordered: list[tuple[Any, ...]] = [field for field in fields if len(field) == 2]
+        ordered.append(spec)
+        ordered += [field for field in fields if len(field) == 3]
+        struct: Any = msgspec.defstruct(
+            f"_{kind.capitalize()}Event",
+            ordered,
+            forbid_unknown_fields=True,
+            gc=False,
+        )
+        decoders.append((kind, msgspec.json.Decoder(list[struct])))
+    return tuple(decoders)
+
+
+# The first run an array names: a guess, which _decoders(guess, True) checks.
+_FIRST_RUN: Final = re.compile(rb'"run"\s*:\s*"([^"\\]*)"')
+
+
+def _named_run(payload: bytes) -> str | None:
+    """The first run an array of events names, if it is plain text."""
+    named = _FIRST_RUN.search(payload)
+    if named is None:
+        return None
+    try:
+        return named.group(1).decode()
+    except UnicodeDecodeError:
+        return None
+
 
 _RUN = attrgetter("run")
 _MODEL = attrgetter("model")
@@ -233,14 +276,23 @@ def _fast(
     if len(payload) > max_bytes:
         return None
     if payload[:1] == b"[":
-        for decoder in _ARRAY_DECODERS:
+        run = channel if channel is not None else _named_run(payload)
+        for kind, decoder in _decoders(run, channel is None and run is not None):
             try:
                 bare = decoder.decode(payload)
             except msgspec.DecodeError:
                 continue
             if 2 <= len(bare) <= max_items:
                 return _columns(
-                    bare, payload, source, position, channel, max_bytes, max_items
+                    kind,
+                    bare,
+                    run,
+                    payload,
+                    source,
+                    position,
+                    channel,
+                    max_bytes,
+                    max_items,
                 )
             break
     try:
@@ -253,7 +305,15 @@ def _fast(
         if len(decoded) == 1:
             return _single_trial(decoded[0], channel)
         return _columns(
-            decoded, payload, source, position, channel, max_bytes, max_items
+            _EVENT,
+            decoded,
+            None,
+            payload,
+            source,
+            position,
+            channel,
+            max_bytes,
+            max_items,
         )
     assert type(decoded) is _Event
     return _single_trial(decoded, channel)
@@ -365,7 +425,9 @@ def _cost(cost: _Cost) -> tuple[int | None, float | None] | None:
 
 
 def _columns(
-    events: list[_Event] | list[_Bare] | list[_Correct] | list[_CorrectNumbered],
+    kind: str,
+    events: Sequence[Struct],
+    named: str | None,
     payload: bytes,
     source: str,
     position: int | None,
@@ -373,18 +435,24 @@ def _columns(
     max_bytes: int,
     max_items: int,
 ) -> TrialColumns | None:
-    """Columns of an array of plain trials of one run, or None."""
+    """Columns of an array of plain trials of one run, or None.
+
+    ``kind``: which struct ``events`` are (a key of :data:`_ARRAY_FIELDS`,
+    or ``_EVENT``); ``named``: the run when the decoder checked every
+    event's, else None.
+    """
     size = len(events)
-    # Counted, not hashed into a set: msgspec's strings are new objects.
-    runs = list(map(_RUN, events))
-    if channel is not None:
-        if runs.count(channel) + runs.count(UNSET) != size:
-            return None
-        named: object = channel
-    elif runs.count(runs[0]) == size:
-        named = runs[0]
-    else:
-        return None  # several runs, or some event names none
+    if named is None:
+        # Counted, not hashed into a set: msgspec's strings are new objects.
+        runs = list(map(_RUN, events))
+        if channel is not None:
+            if runs.count(channel) + runs.count(UNSET) != size:
+                return None
+            named = channel
+        elif runs.count(runs[0]) == size and runs[0] is not UNSET:
+            named = runs[0]
+        else:
+            return None  # several runs, or some event names none
     run = strict_id(named)
     if run is None:
         return None
@@ -394,7 +462,7 @@ def _columns(
         if strict_id(value) is None:
             return None
     model: list[str] = np.array(models, dtype=object)[model_factors.codes].tolist()
-    numbered = type(events[0]) is _CorrectNumbered
+    numbered = kind == _NUMBERED
     questions = trials = None
     if numbered:
         questions = _number_column(map(_QUESTION, events), size)
@@ -411,7 +479,7 @@ def _columns(
         "trial": trials[1],
     }
     outcomes: NDArray[np.int64] | None
-    if numbered or type(events[0]) is _Correct:  # a bool ``correct``, no category
+    if kind in (_NUMBERED, _CORRECT_ONLY):  # a bool ``correct``, no category
         # bools are the bytes 0 and 1: bytes() reads them faster than fromiter.
         outcomes = np.frombuffer(bytes(map(_CORRECT, events)), np.uint8).astype(
             np.int64
@@ -427,7 +495,7 @@ def _columns(
     tokens: list[int | None] = [None] * size
     seconds: list[float | None] = [None] * size
     ts: list[float | None] = [None] * size
-    if type(events[0]) is _Event:
+    if kind == _EVENT:
         prior = list(map(_PRIOR, events))
         if not _optional_columns(events, tokens, seconds, ts):  # type: ignore[arg-type]
             return None

@@ -90,7 +90,8 @@ binary_events = st.fixed_dictionaries(
         "trial": st.one_of(st.integers(0, 3), st.just("0"), st.just(True)),
         "correct": st.one_of(st.booleans(), st.booleans(), st.none(), st.just(1)),
     },
-    optional={"run": st.sampled_from(["r", "r", "s"])},
+    # Runs JSON escapes (the engine guesses an array's run from its bytes).
+    optional={"run": st.sampled_from(["r", "r", "s", "\u00e9", 'q"x', "run"])},
 )
 # Ids and ``correct`` with integer question and trial ids (read into arrays):
 # narrow and wide spans, negative ids, ids past int64.
@@ -103,7 +104,7 @@ numbered_events = st.fixed_dictionaries(
         "trial": st.one_of(st.integers(0, 3), st.integers(-3, 2**17)),
         "correct": st.one_of(st.booleans(), st.booleans(), st.booleans(), st.none()),
     },
-    optional={"run": st.sampled_from(["r", "r", "r", "s"])},
+    optional={"run": st.sampled_from(["r", "r", "r", "s", "\u00e9"])},
 )
 elements = st.one_of(
     clean_events, clean_events, clean_events, near_events, odd_events()
@@ -121,6 +122,7 @@ def payloads(draw: st.DrawFn) -> bytes:
                 "clean",
                 "binary",
                 "numbered",
+                "escaped",
                 "array",
                 "array",
                 "poison",
@@ -138,6 +140,11 @@ def payloads(draw: st.DrawFn) -> bytes:
         text = json.dumps(draw(st.lists(binary_events, min_size=1, max_size=8)))
     elif kind == "numbered":
         text = json.dumps(draw(st.lists(numbered_events, min_size=1, max_size=8)))
+    elif kind == "escaped":
+        # The same run, written plainly in some events and escaped in others.
+        text = json.dumps(draw(st.lists(numbered_events, min_size=1, max_size=8)))
+        for _ in range(draw(st.integers(0, text.count('"run": "r"')))):
+            text = text.replace('"run": "r"', '"run": "\\u0072"', 1)
     else:
         text = json.dumps(draw(st.lists(elements, min_size=0, max_size=12)))
     if kind == "bytes":
@@ -372,6 +379,37 @@ def test_integer_ids_are_factorized_in_first_seen_order(
         factors, expected = columns.factors[name], Factors.of(getattr(columns, name))
         assert factors.values == expected.values
         assert factors.codes.tolist() == expected.codes.tolist()
+
+
+def test_an_array_is_read_whole_only_when_every_event_names_its_run() -> None:
+    """The run is guessed from the first event's bytes and checked in each."""
+    events = [
+        {"model": "a", "question": q, "trial": 0, "correct": True, "run": "r"}
+        for q in range(3)
+    ]
+    text = json.dumps(events)
+    escaped = text.replace('"run": "r"', '"run": "\\u0072"', 1)
+    for payload in (text, escaped):
+        (columns,) = parse_wire(payload.encode())
+        assert isinstance(columns, TrialColumns) and columns.run == "r"
+    # A later event naming another run, or none, is caught by the decoder.
+    other = text[::-1].replace('"r" :"nur"', '"s" :"nur"', 1)[::-1]
+    none = text[::-1].replace('"r" :"nur" ,', "", 1)[::-1]
+    for payload in (other, none):
+        assert json.loads(payload)[0]["run"] == "r"
+        assert json.loads(payload)[-1].get("run") != "r"
+        assert all(
+            type(item) is not TrialColumns for item in parse_wire(payload.encode())
+        )
+        assert [fields(item) for item in parse_wire(payload.encode())] == [
+            fields(item) for item in parse_payload(payload.encode(), "")
+        ]
+    # Under a channel, events may leave the run out; one naming another not.
+    (columns,) = parse_wire(none.encode(), run="r")
+    assert isinstance(columns, TrialColumns) and len(columns) == 3
+    assert all(
+        type(item) is not TrialColumns for item in parse_wire(other.encode(), run="r")
+    )
 
 
 def test_a_list_of_one_is_counted_as_the_event_alone() -> None:
