@@ -44,26 +44,87 @@ DEAD_LETTERS_MAX = 100_000
 DEAD_LETTERS_MAX_AGE_S = 7 * 24 * 3600.0
 
 
-@dataclass(slots=True)
 class TrialBatch:
-    """Validated trials of one run, as columns (one entry per trial)."""
+    """Validated trials of one run, as columns (one entry per trial).
 
-    run: str
-    model: list[str] = field(default_factory=list)
-    question: list[str] = field(default_factory=list)
-    trial: list[str] = field(default_factory=list)
-    category: list[int] = field(default_factory=list)
-    prior: list[bool] = field(default_factory=list)
-    tokens: list[int | None] = field(default_factory=list)
-    seconds: list[float | None] = field(default_factory=list)
-    ts: list[float | None] = field(default_factory=list)
-    # Factorized id columns and the category array, computed once per batch
-    # for the vectorized steps (validation, ledger, count tables).
-    _factors: dict[str, Factors] = field(default_factory=dict, init=False, repr=False)
-    _categories: NDArray[np.int64] | None = field(default=None, init=False, repr=False)
+    A batch made from one payload's :class:`~monitor.wire.TrialColumns`
+    keeps them and builds its id and category lists only when they are
+    read: the vectorised steps read the factorized ids and the category
+    array instead (see :meth:`factors`, :meth:`categories`).
+    """
+
+    __slots__ = (
+        "_categories",
+        "_category",
+        "_factors",
+        "_model",
+        "_pending",
+        "_question",
+        "_trial",
+        "prior",
+        "run",
+        "seconds",
+        "tokens",
+        "ts",
+    )
+
+    def __init__(
+        self,
+        run: str,
+        model: list[str] | None = None,
+        question: list[str] | None = None,
+        trial: list[str] | None = None,
+        category: list[int] | None = None,
+        prior: list[bool] | None = None,
+        tokens: list[int | None] | None = None,
+        seconds: list[float | None] | None = None,
+        ts: list[float | None] | None = None,
+    ) -> None:
+        self.run = run
+        self._model = [] if model is None else model
+        self._question = [] if question is None else question
+        self._trial = [] if trial is None else trial
+        self._category = [] if category is None else category
+        self.prior = [] if prior is None else prior
+        self.tokens = [] if tokens is None else tokens
+        self.seconds = [] if seconds is None else seconds
+        self.ts = [] if ts is None else ts
+        # Factorized id columns and the category array, computed once per
+        # batch for the vectorized steps (validation, ledger, count tables).
+        self._factors: dict[str, Factors] = {}
+        self._categories: NDArray[np.int64] | None = None
+        # Columns taken whole whose id and category lists are not built yet.
+        self._pending: TrialColumns | None = None
 
     def __len__(self) -> int:
-        return len(self.category)
+        return len(self.prior)
+
+    def __repr__(self) -> str:
+        return f"TrialBatch(run={self.run!r}, trials={len(self)})"
+
+    @property
+    def model(self) -> list[str]:
+        if self._pending is not None:
+            self._unfold()
+        return self._model
+
+    @property
+    def question(self) -> list[str]:
+        if self._pending is not None:
+            self._unfold()
+        return self._question
+
+    @property
+    def trial(self) -> list[str]:
+        if self._pending is not None:
+            self._unfold()
+        return self._trial
+
+    @property
+    def category(self) -> list[int]:
+        if self._pending is not None:
+            self._unfold()
+        return self._category
 
     def factors(self, column: Literal["model", "question", "trial"]) -> Factors:
         """The batch's ``model``, ``question`` or ``trial`` column factorized."""
@@ -90,12 +151,14 @@ class TrialBatch:
     def without(self, indices: set[int]) -> TrialBatch:
         """A copy without the trials at ``indices``."""
         keep = [i for i in range(len(self)) if i not in indices]
+        model, question, trial = self.model, self.question, self.trial
+        category = self.category
         return TrialBatch(
             self.run,
-            model=[self.model[i] for i in keep],
-            question=[self.question[i] for i in keep],
-            trial=[self.trial[i] for i in keep],
-            category=[self.category[i] for i in keep],
+            model=[model[i] for i in keep],
+            question=[question[i] for i in keep],
+            trial=[trial[i] for i in keep],
+            category=[category[i] for i in keep],
             prior=[self.prior[i] for i in keep],
             tokens=[self.tokens[i] for i in keep],
             seconds=[self.seconds[i] for i in keep],
@@ -103,17 +166,27 @@ class TrialBatch:
         )
 
     def extend(self, columns: TrialColumns) -> None:
-        """Append a payload's trials, given as columns (the wire's fast path)."""
-        if self._factors or self._categories is not None:
-            self._factors.clear()
-            self._categories = None
-        if not self.category:  # the batch is these columns: take their arrays
-            self._factors.update(columns.factors)
+        """Append a payload's trials, given as columns (the wire's fast path).
+
+        The batch takes the columns' lists: they are not read again.
+        """
+        if not self.prior:  # the batch is these columns: take their arrays
+            self._pending = columns
+            self._factors = dict(columns.factors)
             self._categories = columns.categories
-        self.model.extend(columns.model)
-        self.question.extend(columns.question)
-        self.trial.extend(columns.trial)
-        self.category.extend(columns.category)
+            self.prior = columns.prior
+            self.tokens = columns.tokens
+            self.seconds = columns.seconds
+            self.ts = columns.ts
+            return
+        if self._pending is not None:
+            self._unfold()
+        self._factors.clear()
+        self._categories = None
+        self._model.extend(columns.model)
+        self._question.extend(columns.question)
+        self._trial.extend(columns.trial)
+        self._category.extend(columns.category)
         self.prior.extend(columns.prior)
         self.tokens.extend(columns.tokens)
         self.seconds.extend(columns.seconds)
@@ -130,17 +203,28 @@ class TrialBatch:
         seconds: float | None = None,
         ts: float | None = None,
     ) -> None:
+        if self._pending is not None:
+            self._unfold()
         if self._factors or self._categories is not None:
             self._factors.clear()
             self._categories = None
-        self.model.append(model)
-        self.question.append(question)
-        self.trial.append(trial)
-        self.category.append(category)
+        self._model.append(model)
+        self._question.append(question)
+        self._trial.append(trial)
+        self._category.append(category)
         self.prior.append(prior)
         self.tokens.append(tokens)
         self.seconds.append(seconds)
         self.ts.append(ts)
+
+    def _unfold(self) -> None:
+        """Build the id and category lists of the columns taken whole."""
+        columns, self._pending = self._pending, None
+        assert columns is not None
+        self._model = columns.model
+        self._question = columns.question
+        self._trial = columns.trial
+        self._category = columns.category
 
 
 @dataclass(frozen=True, slots=True)

@@ -164,10 +164,6 @@ class TrialColumns:
     """
 
     run: str
-    model: list[str]
-    question: list[str]
-    trial: list[str]
-    category: list[int]
     prior: list[bool]
     tokens: list[int | None]
     seconds: list[float | None]
@@ -190,9 +186,41 @@ class TrialColumns:
     factors: Mapping[str, Factors] = field(default_factory=dict)
     # The category column as an array, if worked out.
     categories: NDArray[np.int64] | None = None
+    # The id and category columns as lists, those built; the others are
+    # built from ``factors`` and ``categories`` when first read (the
+    # engine's vectorised steps read none of them).
+    lists: dict[str, list[Any]] = field(default_factory=dict)
 
     def __len__(self) -> int:
-        return len(self.category)
+        return len(self.prior)
+
+    @property
+    def model(self) -> list[str]:
+        return self._list("model")
+
+    @property
+    def question(self) -> list[str]:
+        return self._list("question")
+
+    @property
+    def trial(self) -> list[str]:
+        return self._list("trial")
+
+    @property
+    def category(self) -> list[int]:
+        return self._list("category")
+
+    def _list(self, name: str) -> list[Any]:
+        found = self.lists.get(name)
+        if found is None:
+            if name == "category":
+                assert self.categories is not None
+                found = self.categories.tolist()
+            else:
+                factors = self.factors[name]
+                found = np.array(factors.values, dtype=object)[factors.codes].tolist()
+            self.lists[name] = found
+        return found
 
     def expand(self) -> list[Parsed]:
         """The payload parsed the slow way: the same trials, one by one."""
@@ -223,10 +251,12 @@ class TrialColumns:
         model, question = self.model[start:stop], self.question[start:stop]
         return replace(
             self,
-            model=model,
-            question=question,
-            trial=self.trial[start:stop],
-            category=self.category[start:stop],
+            lists={
+                "model": model,
+                "question": question,
+                "trial": self.trial[start:stop],
+                "category": self.category[start:stop],
+            },
             prior=self.prior[start:stop],
             tokens=self.tokens[start:stop],
             seconds=self.seconds[start:stop],
@@ -461,36 +491,32 @@ def _columns(
     for value in models:
         if strict_id(value) is None:
             return None
-    model: list[str] = np.array(models, dtype=object)[model_factors.codes].tolist()
-    numbered = kind == _NUMBERED
-    questions = trials = None
-    if numbered:
-        questions = _number_column(map(_QUESTION, events), size)
-        trials = _number_column(map(_TRIAL, events), size)
-    if questions is None:  # not numbered, or a number past int64
-        questions = _id_column(map(_QUESTION, events), size)
-    if trials is None:
-        trials = _id_column(map(_TRIAL, events), size)
-    if questions is None or trials is None:
-        return None
-    factors = {
-        "model": model_factors,
-        "question": questions[1],
-        "trial": trials[1],
-    }
+    lists: dict[str, list[Any]] = {}
+    factors = {"model": model_factors}
+    for name, column in (("question", _QUESTION), ("trial", _TRIAL)):
+        found = None
+        if kind == _NUMBERED:
+            found = _number_column(map(column, events), size)
+        if found is None:  # not numbered, or a number past int64
+            texts = _id_column(map(column, events), size)
+            if texts is None:
+                return None
+            if texts[0] is not None:
+                lists[name] = texts[0]
+            found = texts[1]
+        factors[name] = found
     outcomes: NDArray[np.int64] | None
     if kind in (_NUMBERED, _CORRECT_ONLY):  # a bool ``correct``, no category
         # bools are the bytes 0 and 1: bytes() reads them faster than fromiter.
         outcomes = np.frombuffer(bytes(map(_CORRECT, events)), np.uint8).astype(
             np.int64
         )
-        category: list[int] = outcomes.tolist()
         from_correct = True
     else:
         outcome = _outcome_column(events)  # type: ignore[arg-type]
         if outcome is None:
             return None
-        category, outcomes, from_correct = outcome
+        lists["category"], outcomes, from_correct = outcome
     prior: list[bool] = [False] * size
     tokens: list[int | None] = [None] * size
     seconds: list[float | None] = [None] * size
@@ -501,17 +527,13 @@ def _columns(
             return None
     return TrialColumns(
         run=run,
-        model=model,
-        question=questions[0],
-        trial=trials[0],
-        category=category,
         prior=prior,
         tokens=tokens,
         seconds=seconds,
         ts=ts,
         from_correct=from_correct,
         models=models,
-        questions=questions[1].values,
+        questions=factors["question"].values,
         payload=payload,
         source=source,
         position=position,
@@ -520,6 +542,7 @@ def _columns(
         max_items=max_items,
         factors=factors,
         categories=outcomes,
+        lists=lists,
     )
 
 
@@ -575,8 +598,9 @@ def _optional_columns(
 
 def _id_column(
     values: Iterator[str | int], size: int
-) -> tuple[list[str], Factors] | None:
-    """A question or trial column as text, and its factors (texts in order).
+) -> tuple[list[str] | None, Factors] | None:
+    """A question or trial column's factors (texts in first-seen order), and
+    the column as text if it was built on the way.
 
     None when an id is invalid. Each distinct value is checked once.
     """
@@ -585,10 +609,10 @@ def _id_column(
     texts = loose_ids(distinct)
     if texts is None:
         return None
-    column: list[str] = np.array(texts, dtype=object)[raw.codes].tolist()
     if len(set(texts)) < len(texts):  # an integer and its digits as text
+        column: list[str] = np.array(texts, dtype=object)[raw.codes].tolist()
         return column, Factors.of(column)
-    return column, Factors(texts, raw.codes)
+    return None, Factors(texts, raw.codes)
 
 
 # Integer ids spanning at most this many values (beyond the batch's size)
@@ -596,10 +620,9 @@ def _id_column(
 _TABLE_SPAN: Final = 1 << 16
 
 
-def _number_column(
-    values: Iterator[int], size: int
-) -> tuple[list[str], Factors] | None:
-    """:func:`_id_column` of integer ids; None past int64 (or an invalid id).
+def _number_column(values: Iterator[int], size: int) -> Factors | None:
+    """The factors :func:`_id_column` gives integer ids; None past int64 (or
+    an invalid id).
 
     The ids are read into an array once and factorized in first-seen order
     with NumPy (distinct integers have distinct texts).
@@ -631,13 +654,11 @@ def _number_column(
         distinct, codes = unique[order], rank[inverse.reshape(-1)]
     if low >= 0 and low + span <= _CACHED_TEXTS:
         # Small ids: their texts from the constant table, no lookup per id.
-        column: list[str] = _NUMBER_TEXTS[numbers].tolist()
-        return column, Factors(_NUMBER_TEXTS[distinct].tolist(), codes)
+        return Factors(_NUMBER_TEXTS[distinct].tolist(), codes)
     texts = loose_ids(distinct.tolist())
     if texts is None:
         return None
-    column = np.array(texts, dtype=object)[codes].tolist()
-    return column, Factors(texts, codes)
+    return Factors(texts, codes)
 
 
 def _number_texts(count: int) -> NDArray[np.object_]:
