@@ -54,10 +54,16 @@ _OVERFLOW_ENTRY_BYTES: Final = 200
 
 @dataclass(frozen=True, slots=True)
 class Factors:
-    """A column's distinct values and each entry's code (its index in them)."""
+    """A column's distinct values and each entry's code (its index in them).
+
+    ``numbers``: when every value is the text of a small integer id (below
+    ``NUMBERED_IDS``), those integers, in value order: rows of such ids are
+    then looked up in an array (see :class:`NumberedRows`).
+    """
 
     values: list[str]
     codes: NDArray[np.int64]
+    numbers: NDArray[np.int64] | None = None
 
     @classmethod
     def of(cls, column: Iterable[str], size: int | None = None) -> Factors:
@@ -79,6 +85,47 @@ class Factors:
     def present(self, codes: NDArray[np.int64]) -> NDArray[np.int64]:
         """The distinct codes among ``codes``, in code order."""
         return np.flatnonzero(np.bincount(codes, minlength=len(self.values)))
+
+
+# Integer ids below this have their rows cached in an array (32 kB).
+NUMBERED_IDS: Final = 4096
+
+
+class NumberedRows:
+    """Rows of a text-keyed numbering, for small integer ids in one array.
+
+    Rows never change once given, so a row found in the numbering is kept
+    by its integer id and later batches of integer ids (most runs number
+    questions and trials 0, 1, ...) take their rows with one NumPy index
+    instead of a dict lookup per distinct id.
+    """
+
+    __slots__ = ("_cache", "_rows")
+
+    def __init__(self, rows: dict[str, int]) -> None:
+        self._rows = rows
+        self._cache = np.full(NUMBERED_IDS, -1, dtype=np.int64)
+
+    def of(self, factors: Factors) -> NDArray[np.int64]:
+        """Each distinct value's row, -1 where the numbering has none yet."""
+        numbers = factors.numbers
+        if numbers is not None:
+            rows = self._cache[numbers]
+            if not rows.size or int(rows.min()) >= 0:
+                return rows
+        rows = np.fromiter(
+            map(self._rows.get, factors.values, itertools.repeat(-1)),
+            np.int64,
+            len(factors.values),
+        )
+        if numbers is not None:
+            self._cache[numbers] = rows  # -1 stays -1
+        return rows
+
+    def add(self, number: int | None, row: int) -> None:
+        """Keep the row just given to integer id ``number`` (if one)."""
+        if number is not None:
+            self._cache[number] = row
 
 
 class TrialGrid:
@@ -351,13 +398,15 @@ def _grown(size: int, index: int, numbered: int) -> int:
 class Ledger:
     """Trial -> category index of one run, one grid per (model, namespace)."""
 
-    __slots__ = ("_columns", "_grids", "_rows")
+    __slots__ = ("_column_numbers", "_columns", "_grids", "_row_numbers", "_rows")
 
     def __init__(self) -> None:
         self._grids: dict[tuple[str, bool], TrialGrid] = {}
         # The run's questions and trial ids, numbered once for all grids.
         self._rows: dict[str, int] = {}
         self._columns: dict[str, int] = {}
+        self._row_numbers = NumberedRows(self._rows)
+        self._column_numbers = NumberedRows(self._columns)
 
     def __len__(self) -> int:
         """Distinct trials recorded (observed and prior)."""
@@ -470,23 +519,21 @@ class Ledger:
     ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """Row and column of each trial of a batch (columns -1 past the limit).
 
-        One lookup per distinct question and trial id of the batch.
+        One lookup per distinct question and trial id of the batch (none for
+        small integer ids seen before).
         """
         rows, columns = self._rows, self._columns
-        row_of = np.fromiter(
-            map(rows.get, questions.values, itertools.repeat(-1)),
-            np.int64,
-            len(questions.values),
-        )
+        row_of = self._row_numbers.of(questions)
         for index in np.flatnonzero(row_of < 0).tolist():
-            row_of[index] = _cell(rows, columns, questions.values[index], None)[0]
-        column_of = np.fromiter(
-            map(columns.get, trials.values, itertools.repeat(-1)),
-            np.int64,
-            len(trials.values),
-        )
+            row = _cell(rows, columns, questions.values[index], None)[0]
+            row_of[index] = row
+            self._row_numbers.add(_number(questions, index), row)
+        column_of = self._column_numbers.of(trials)
         for index in np.flatnonzero(column_of < 0).tolist():
-            column_of[index] = _cell(rows, columns, None, trials.values[index])[1]
+            column = _cell(rows, columns, None, trials.values[index])[1]
+            column_of[index] = column
+            if column >= 0:
+                self._column_numbers.add(_number(trials, index), column)
         return row_of[questions.codes], column_of[trials.codes]
 
     def models(self) -> list[str]:
@@ -496,6 +543,11 @@ class Ledger:
     def memory_bytes(self) -> int:
         """About what the grids hold (not the shared id numbering)."""
         return sum(grid.memory_bytes for grid in self._grids.values())
+
+
+def _number(factors: Factors, index: int) -> int | None:
+    """The integer id of a factor's ``index``-th value, if it has one."""
+    return None if factors.numbers is None else int(factors.numbers[index])
 
 
 def _cell(

@@ -27,7 +27,7 @@ import numpy as np
 from msgspec import UNSET, Struct, UnsetType
 from numpy.typing import NDArray
 
-from monitor.ledger import Factors
+from monitor.ledger import NUMBERED_IDS, Factors
 from monitor.parsing import (
     MAX_BATCH_ITEMS,
     MAX_PAYLOAD_BYTES,
@@ -654,7 +654,7 @@ def _number_column(values: Iterator[int], size: int) -> Factors | None:
         distinct, codes = unique[order], rank[inverse.reshape(-1)]
     if low >= 0 and low + span <= _CACHED_TEXTS:
         # Small ids: their texts from the constant table, no lookup per id.
-        return Factors(_NUMBER_TEXTS[distinct].tolist(), codes)
+        return Factors(_NUMBER_TEXTS[distinct].tolist(), codes, distinct)
     texts = loose_ids(distinct.tolist())
     if texts is None:
         return None
@@ -670,7 +670,7 @@ def _number_texts(count: int) -> NDArray[np.object_]:
 
 # Most runs number their questions and trials from 0: those ids' texts
 # (some 240 kB) are taken from here instead of looked up one by one.
-_CACHED_TEXTS: Final = 4096
+_CACHED_TEXTS: Final = NUMBERED_IDS
 _NUMBER_TEXTS: Final = _number_texts(_CACHED_TEXTS)
 
 

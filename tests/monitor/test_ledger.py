@@ -24,10 +24,19 @@ rows = st.tuples(
 )
 
 
-def batch_of(run: str, part: list[Row]) -> TrialBatch:
+def batch_of(run: str, part: list[Row], numbered: bool = False) -> TrialBatch:
+    """The rows as a batch; ``numbered``: with the integer ids the wire gives
+    factors of integer question and trial ids (rows then come from an array)."""
     batch = TrialBatch(run)
     for model, question, trial, prior, category in part:
         batch.append(model, question, trial, category, prior)
+    if numbered and part:
+        factors = {}
+        for name in ("question", "trial"):
+            plain = batch.factors(name)  # type: ignore[arg-type]
+            numbers = np.array([int(value) for value in plain.values], dtype=np.int64)
+            factors[name] = ledger.Factors(plain.values, plain.codes, numbers)
+        batch.preset(batch.categories(), factors)
     return batch
 
 
@@ -37,6 +46,7 @@ def batch_of(run: str, part: list[Row]) -> TrialBatch:
     cuts=st.lists(st.integers(0, 120), max_size=4),
     columns=st.sampled_from([3, 5, 4096]),
     sparse=st.booleans(),
+    numbered=st.booleans(),
 )
 # Batches that take the vectorised path with every trial in its grid's array,
 # repeats within the batch included.
@@ -49,13 +59,15 @@ def batch_of(run: str, part: list[Row]) -> TrialBatch:
     cuts=[40, 41, 130],
     columns=4096,
     sparse=False,
+    numbered=True,
 )
 def test_batches_classify_like_a_dictionary_in_delivery_order(
-    stream: list[Row], cuts: list[int], columns: int, sparse: bool
+    stream: list[Row], cuts: list[int], columns: int, sparse: bool, numbered: bool
 ) -> None:
     """Any split into batches (small ones trial by trial, large ones with
-    NumPy), with trial ids past the column limit going to the overflow, and
-    (``sparse``) arrays that may not grow as far as their trials reach."""
+    NumPy), with trial ids past the column limit going to the overflow,
+    (``sparse``) arrays that may not grow as far as their trials reach and
+    (``numbered``) integer ids whose rows and columns are cached."""
     expected: dict[tuple[str, str, str, bool], int] = {}
     previous_expected = []
     for model, question, trial, prior, category in stream:
@@ -74,7 +86,8 @@ def test_batches_classify_like_a_dictionary_in_delivery_order(
         # Parts of 32 rows or more take the vectorized path.
         for start, stop in itertools.pairwise(bounds):
             part = stream[start:stop]
-            previous.extend(int(p) for p in local.classify(batch_of("r", part)))
+            batch = batch_of("r", part, numbered)
+            previous.extend(int(p) for p in local.classify(batch))
     assert previous == previous_expected
     assert local.recorded("r") == len(expected)
     counts = local.counts("r")
