@@ -496,7 +496,9 @@ def _columns(
     for name, column in (("question", _QUESTION), ("trial", _TRIAL)):
         found = None
         if kind == _NUMBERED:
-            found = _number_column(map(column, events), size)
+            # Trial ids only need distinct codes (questions are numbered
+            # by the run in first-seen order).
+            found = _number_column(map(column, events), size, name == "question")
         if found is None:  # not numbered, or a number past int64
             texts = _id_column(map(column, events), size)
             if texts is None:
@@ -620,19 +622,27 @@ def _id_column(
 _TABLE_SPAN: Final = 1 << 16
 
 
-def _number_column(values: Iterator[int], size: int) -> Factors | None:
+def _number_column(
+    values: Iterator[int], size: int, first_seen: bool = True
+) -> Factors | None:
     """The factors :func:`_id_column` gives integer ids; None past int64 (or
     an invalid id).
 
     The ids are read into an array once and factorized in first-seen order
-    with NumPy (distinct integers have distinct texts).
+    with NumPy (distinct integers have distinct texts). Unless
+    ``first_seen``, ids in ``0..NUMBERED_IDS-1`` are their own codes and
+    the values are the texts of ``0..max`` (some of which no entry may
+    have): the ledger's trial columns need no more.
     """
     try:
         numbers = np.fromiter(values, np.int64, size)
     except OverflowError:
         return None
     low = int(numbers.min())
-    span = int(numbers.max()) - low + 1
+    top = int(numbers.max())
+    if not first_seen and low >= 0 and top < _CACHED_TEXTS:
+        return Factors(_NUMBER_TEXT_LIST[: top + 1], numbers, _NUMBERS[: top + 1])
+    span = top - low + 1
     if span <= _TABLE_SPAN + 4 * size:
         shifted = numbers - low
         # Each value's first position: the smallest position that holds it.
@@ -672,6 +682,9 @@ def _number_texts(count: int) -> NDArray[np.object_]:
 # (some 240 kB) are taken from here instead of looked up one by one.
 _CACHED_TEXTS: Final = NUMBERED_IDS
 _NUMBER_TEXTS: Final = _number_texts(_CACHED_TEXTS)
+_NUMBER_TEXT_LIST: Final[list[str]] = _NUMBER_TEXTS.tolist()
+_NUMBERS: Final = np.arange(_CACHED_TEXTS, dtype=np.int64)
+_NUMBERS.flags.writeable = False
 
 
 def _array(category: list[int]) -> NDArray[np.int64] | None:

@@ -201,12 +201,19 @@ def test_parse_wire_gives_what_parse_payload_gives(
         assert list(columns.questions) == list(
             dict.fromkeys(t.question for t in trials)
         )
-        # The arrays handed to the engine's vectorised steps match the columns.
+        # The arrays handed to the engine's vectorised steps match the columns:
+        # distinct values in first-seen order, but for trial ids, which may
+        # be their own codes (the values then run 0..max).
         for name in ("model", "question", "trial"):
-            factors, expected = (
-                columns.factors[name],
-                Factors.of(getattr(columns, name)),
-            )
+            factors, column = columns.factors[name], getattr(columns, name)
+            assert [factors.values[code] for code in factors.codes] == column
+            if factors.numbers is not None:
+                assert factors.values == [str(n) for n in factors.numbers.tolist()]
+            if name == "trial" and factors.values != Factors.of(column).values:
+                assert factors.codes.tolist() == [int(trial) for trial in column]
+                assert factors.values == [str(n) for n in range(len(factors.values))]
+                continue
+            expected = Factors.of(column)
             assert factors.values == expected.values
             assert factors.codes.tolist() == expected.codes.tolist()
         if max(columns.category) < 2**63:
@@ -357,7 +364,7 @@ def test_ingest_payload_counts_and_refuses_as_the_dict_path(
     ),
     st.randoms(use_true_random=False),
 )
-def test_integer_ids_are_factorized_in_first_seen_order(
+def test_integer_ids_are_factorized_as_the_engine_needs(
     numbers: list[int], shuffle: random.Random
 ) -> None:
     # Narrow spans (a table by value; texts of ids below 4,096 cached), wide
@@ -375,8 +382,16 @@ def test_integer_ids_are_factorized_in_first_seen_order(
     assert columns.question == [str(number) for number in numbers]
     assert columns.trial == [str(number) for number in trials]
     assert list(columns.questions) == list(dict.fromkeys(columns.question))
-    for name in ("question", "trial"):
-        factors, expected = columns.factors[name], Factors.of(getattr(columns, name))
+    factors, expected = columns.factors["question"], Factors.of(columns.question)
+    assert factors.values == expected.values
+    assert factors.codes.tolist() == expected.codes.tolist()
+    # Trial ids in 0..4095 are their own codes; others in first-seen order.
+    factors = columns.factors["trial"]
+    if 0 <= min(trials) and max(trials) < 4096:
+        assert factors.codes.tolist() == trials
+        assert factors.values == [str(n) for n in range(max(trials) + 1)]
+    else:
+        expected = Factors.of(columns.trial)
         assert factors.values == expected.values
         assert factors.codes.tolist() == expected.codes.tolist()
 
