@@ -33,7 +33,7 @@ def batch_of(run: str, part: list[Row], numbered: bool = False) -> TrialBatch:
     if numbered and part:
         factors = {}
         for name in ("question", "trial"):
-            plain = batch.factors(name)  # type: ignore[arg-type]
+            plain = batch.factors(name)
             numbers = np.array([int(value) for value in plain.values], dtype=np.int64)
             factors[name] = ledger.Factors(plain.values, plain.codes, numbers)
         batch.preset(batch.categories(), factors)

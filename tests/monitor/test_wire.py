@@ -387,7 +387,7 @@ def test_integer_ids_are_factorized_as_the_engine_needs(
     assert factors.codes.tolist() == expected.codes.tolist()
     # Trial ids in 0..4095 are their own codes; others in first-seen order.
     factors = columns.factors["trial"]
-    if 0 <= min(trials) and max(trials) < 4096:
+    if min(trials) >= 0 and max(trials) < 4096:
         assert factors.codes.tolist() == trials
         assert factors.values == [str(n) for n in range(max(trials) + 1)]
     else:
@@ -416,7 +416,7 @@ def test_an_array_is_read_whole_only_when_every_event_names_its_run() -> None:
         assert all(
             type(item) is not TrialColumns for item in parse_wire(payload.encode())
         )
-        assert [fields(item) for item in parse_wire(payload.encode())] == [
+        assert [fields(item) for item in flat(parse_wire(payload.encode()))] == [
             fields(item) for item in parse_payload(payload.encode(), "")
         ]
     # Under a channel, events may leave the run out; one naming another not.
