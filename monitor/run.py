@@ -470,7 +470,8 @@ class RunState:
             return
         starts = run_starts(groups)
         tables = [self.table(models[group // 2]) for group in groups[starts].tolist()]
-        sizes = np.diff(starts, append=groups.size).tolist()
+        bounds = [*starts.tolist(), groups.size]
+        sizes = [last - first for first, last in itertools.pairwise(bounds)]
         self._storage.add_counts(tables, sizes, rows, block, prior=prior)
 
     def _add_cost(self, model: str, tokens: int | None, seconds: float | None) -> None:
