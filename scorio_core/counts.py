@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import mmap
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Final, cast
 
@@ -64,6 +65,8 @@ _COUNT_TYPES: Final = (np.uint8, np.uint16, np.uint32, np.int64)
 # Rows of many tables updated in one pass, at most (about): bounds the pass's
 # temporaries (some 50 bytes per row and category) for bulk batches.
 _TOGETHER_ROWS: Final = 16_384
+# A storage whose float arrays take this much has memory maps (_zeros).
+_MAPPED_BYTES: Final = 1 << 20
 # Their largest values (np.iinfo builds an object per call: a batch's
 # tables asked 20 times per call).
 _COUNT_MAX: Final = {np.dtype(kind): int(np.iinfo(kind).max) for kind in _COUNT_TYPES}
@@ -163,11 +166,18 @@ class CountStorage:
         """(Re)allocate for ``layers`` x ``capacity`` rows, keeping the rows held."""
         width = self._width
         held_layers, held_rows = self._means.shape
-        observed = np.zeros((layers, capacity, width), dtype=self._observed.dtype)
-        prior = np.zeros((layers, capacity, width), dtype=self._prior.dtype)
-        row_trials = np.zeros((layers, capacity), dtype=self._row_trials.dtype)
-        means = np.full((layers, capacity), self._empty_mean)
-        variances = np.full((layers, capacity), self._empty_variance)
+        # All in memory maps or none (they grow in place together).
+        mapped = layers * capacity * 8 >= _MAPPED_BYTES
+        observed = _zeros((layers, capacity, width), self._observed.dtype, mapped)
+        prior = _zeros((layers, capacity, width), self._prior.dtype, mapped)
+        row_trials = _zeros((layers, capacity), self._row_trials.dtype, mapped)
+        means = _zeros((layers, capacity), np.dtype(np.float64), mapped)
+        variances = _zeros((layers, capacity), np.dtype(np.float64), mapped)
+        # The tables' layers hold empty rows; layers no table has yet stay
+        # untouched zero pages (their table fills them when it joins).
+        used = len(self._tables)
+        means[:used] = self._empty_mean
+        variances[:used] = self._empty_variance
         if held_layers and held_rows:
             observed[:held_layers, :held_rows] = self._observed
             prior[:held_layers, :held_rows] = self._prior
@@ -189,9 +199,53 @@ class CountStorage:
         layer = len(self._tables)
         layers = self._means.shape[0]
         if layer == layers:
-            self._allocate(max(layer + 1, layers * 3 // 2), self._capacity)
+            self._add_layers(max(layer + 1, layers * 3 // 2))
+        self._means[layer] = self._empty_mean
+        self._variances[layer] = self._empty_variance
         self._tables.append(table)
         return layer
+
+    def _add_layers(self, layers: int) -> None:
+        """Room for ``layers`` tables: the memory maps grow in place (mremap:
+        no copy, no second set of arrays) when every array has one and no
+        view of them is held elsewhere; else a copy, as for more rows."""
+        arrays = (
+            self._observed,
+            self._prior,
+            self._row_trials,
+            self._means,
+            self._variances,
+        )
+        maps = [_map_of(array) for array in arrays]
+        if any(found is None for found in maps):
+            self._allocate(layers, self._capacity)
+            return
+        held = self._means.shape[0]
+        shapes = [(array.dtype, array.shape[1:]) for array in arrays]
+        # Drop every view of the maps (the tables' too), so they can resize.
+        del arrays
+        del self._observed, self._prior, self._row_trials, self._means
+        del self._variances
+        for table in self._tables:
+            table._detach()
+        grown = True
+        try:
+            for found, (kind, shape) in zip(maps, shapes, strict=True):
+                assert found is not None
+                found.resize(layers * math.prod(shape) * kind.itemsize)
+        except (BufferError, OSError):  # a view held elsewhere: copy instead
+            grown = False
+        rebuilt: list[NDArray[Any]] = []
+        for found, (kind, shape) in zip(maps, shapes, strict=True):
+            assert found is not None
+            array = np.frombuffer(found, dtype=kind).reshape((-1, *shape))
+            rebuilt.append(array if grown else array[:held])
+        self._observed, self._prior, self._row_trials = rebuilt[:3]
+        self._means, self._variances = rebuilt[3:]
+        if grown:
+            self._reattach()
+        else:
+            self._allocate(layers, self._capacity)
 
     def _grow_rows(self, count: int) -> None:
         """Room for ``count`` rows: doubling, up to the declared count."""
@@ -260,7 +314,7 @@ class CountStorage:
             return
         ends = [0, *itertools.accumulate(sizes)]
         pieces = _pieces(sizes, _TOGETHER_ROWS)
-        if len(pieces) > 1:
+        if len(pieces) > 1 and int(deltas.min()) < 0:
             # A piece is written before the next is checked: check all first.
             for first, last in pieces:
                 piece = slice(ends[first], ends[last])
@@ -1098,6 +1152,12 @@ class CountTable:
         self._variances = storage._variances[layer]
         self._refresh_views()
 
+    def _detach(self) -> None:
+        """Drop the views of the storage's arrays (they are about to move)."""
+        del self._observed, self._prior, self._row_trials, self._means
+        del self._variances, self._observed_view, self._prior_view
+        del self._row_trials_view, self._means_view, self._variances_view
+
     def _refresh_views(self) -> None:
         """Flat memoryviews of the arrays: the cheapest one-cell indexing."""
         self._observed_view = self._observed.reshape(-1).data
@@ -1162,6 +1222,32 @@ def _pieces(sizes: Sequence[int], rows: int) -> list[tuple[int, int]]:
         held += size
     bounds.append(len(sizes))
     return list(itertools.pairwise(bounds))
+
+
+def _zeros(shape: tuple[int, ...], kind: np.dtype[Any], mapped: bool) -> NDArray[Any]:
+    """Zeros; ``mapped``: in an anonymous memory map of their own.
+
+    Pages nobody wrote take no memory, a map's pages go back to the system
+    when the array is dropped (malloc keeps freed blocks resident in its
+    heap), and a map can grow in place (:meth:`CountStorage._add_layers`).
+    """
+    size = math.prod(shape) * kind.itemsize
+    private = getattr(mmap, "MAP_PRIVATE", None)  # None: not a POSIX system
+    if not mapped or not size or private is None:
+        return np.zeros(shape, dtype=kind)
+    # Private: a shared anonymous map cannot grow in place (mremap).
+    buffer = mmap.mmap(-1, size, flags=private)
+    return np.frombuffer(buffer, dtype=kind).reshape(shape)
+
+
+def _map_of(array: NDArray[Any]) -> mmap.mmap | None:
+    """The memory map an array of :func:`_zeros` lies in, if it has one."""
+    base: object = array
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, memoryview):
+        base = base.obj
+    return base if isinstance(base, mmap.mmap) else None
 
 
 def _set_rows(
@@ -1249,7 +1335,9 @@ def _holding(array: NDArray[np.integer], values: ArrayLike) -> NDArray[Any]:
         return array
     for kind in _COUNT_TYPES:
         if high <= np.iinfo(kind).max:
-            return array.astype(kind)
+            widened = _zeros(array.shape, np.dtype(kind), _map_of(array) is not None)
+            widened[...] = array
+            return widened
     raise OverflowError(f"a count of {high} does not fit in 64 bits")
 
 

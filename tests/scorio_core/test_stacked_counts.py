@@ -292,3 +292,35 @@ def test_from_state_onto_a_storage_equals_the_same_counts_added() -> None:
             question_count=2,
             storage=CountStorage([0.0, 1.0], 2),
         )
+
+
+def test_a_large_storage_grows_its_layers_in_place_unless_a_view_is_held() -> None:
+    # 200,000 rows: the arrays are memory maps from the first layer on.
+    rows = 200_000
+    storage = CountStorage([0.0, 1.0], rows, index=QuestionIndex(range(rows)))
+    tables = [CountTable([0.0, 1.0], rows, storage=storage)]
+    tables[0].update(rows - 1, 1)
+    first_map = count_tables._map_of(storage._means)
+    assert first_map is not None
+    for layer in range(1, 4):  # 1 -> 2 -> 3 -> 4 layers
+        tables.append(CountTable([0.0, 1.0], rows, storage=storage))
+        tables[-1].update(rows - 1, 1, delta=layer + 1)
+    assert count_tables._map_of(storage._means) is first_map  # grown in place
+    held, _ = tables[0].count_views()  # a view of the maps, held
+    tables.append(CountTable([0.0, 1.0], rows, storage=storage))  # 4 -> 6
+    assert storage._means.shape[0] == 6
+    assert count_tables._map_of(storage._means) is not first_map  # copied
+    assert int(held[rows - 1, 1]) == 1
+    tables[-1].update(0, 0)
+    assert [table.counts(rows - 1) for table in tables] == [
+        (0, 1),
+        (0, 2),
+        (0, 3),
+        (0, 4),
+        (0, 0),
+    ]
+    assert [table.trial_count for table in tables] == [1, 2, 3, 4, 1]
+    for table in tables:
+        before = (table.mu, table.sigma)
+        table.resync()
+        assert (table.mu, table.sigma) == pytest.approx(before, abs=1e-12)
