@@ -20,6 +20,21 @@ when needed, not stored: 100 models x 10,000 questions x 8 categories take
 numbered once for all models; a row another table added is empty here
 until this table touches it.
 
+The tables of a run are layers of one :class:`CountStorage`: the observed
+and prior counts (layers x rows x categories), the row totals and the
+per-question terms (layers x rows) of all its models in one set of arrays.
+A table reads and writes its layer through views, as a table of its own
+would; a batch of many models' trials (a wire array of 1,000 trials is 20
+models x 50 questions) gathers and scatters each array once for all of
+them through flat indices ``layer * capacity + row``, where one pass per
+table cost some seven NumPy calls a table, ~10 us a model a call. Rows
+grow by doubling (up to the declared count), layers by half when a model
+arrives, and a count that does not fit widens the count type of every
+layer. A storage of a MB or more lives in private anonymous memory maps:
+layers no table has yet take no memory, layers are added in place (mremap,
+no second copy at the peak), and the pages of a replaced array go back to
+the system. A table on its own, or a copy, has a storage of its own.
+
 Float drift: each update moves the running sums by one rounding of size
 ``eps * |sum|``; every ``max(1024, rows // 8)`` updates the sums are replaced
 by an exactly rounded ``math.fsum`` over the rows. Between resyncs the error
@@ -216,10 +231,11 @@ class CountStorage:
             self._means,
             self._variances,
         )
-        maps = [_map_of(array) for array in arrays]
-        if any(found is None for found in maps):
+        found = [_map_of(array) for array in arrays]
+        if None in found:
             self._allocate(layers, self._capacity)
             return
+        maps = cast("list[mmap.mmap]", found)
         held = self._means.shape[0]
         shapes = [(array.dtype, array.shape[1:]) for array in arrays]
         # Drop every view of the maps (the tables' too), so they can resize.
@@ -230,15 +246,13 @@ class CountStorage:
             table._detach()
         grown = True
         try:
-            for found, (kind, shape) in zip(maps, shapes, strict=True):
-                assert found is not None
-                found.resize(layers * math.prod(shape) * kind.itemsize)
+            for buffer, (kind, shape) in zip(maps, shapes, strict=True):
+                buffer.resize(layers * math.prod(shape) * kind.itemsize)
         except (BufferError, OSError):  # a view held elsewhere: copy instead
             grown = False
         rebuilt: list[NDArray[Any]] = []
-        for found, (kind, shape) in zip(maps, shapes, strict=True):
-            assert found is not None
-            array = np.frombuffer(found, dtype=kind).reshape((-1, *shape))
+        for buffer, (kind, shape) in zip(maps, shapes, strict=True):
+            array = np.frombuffer(buffer, dtype=kind).reshape((-1, *shape))
             rebuilt.append(array if grown else array[:held])
         self._observed, self._prior, self._row_trials = rebuilt[:3]
         self._means, self._variances = rebuilt[3:]
@@ -424,6 +438,9 @@ class CountTable:
             ``None`` for an open table where ``M`` is the questions seen.
         index: A question numbering shared with other tables (the models
             of one run); every question in it is declared in this table.
+        storage: The storage of the tables of one run, this table one more
+            layer of it (its index, weights and question count must be
+            these); ``None``: a storage of the table's own.
 
     Examples:
         >>> table = CountTable([0.0, 1.0], question_count=2)
