@@ -417,7 +417,8 @@ class RunState:
             row_of[index] = self._question_rows[questions.values[index]]
         models = batch.factors("model")
         group_of = models.codes * 2
-        if batch.prior.count(False) != len(batch):
+        has_prior = batch.prior.count(False) != len(batch)
+        if has_prior:
             group_of = group_of + np.fromiter(batch.prior, np.int64, len(batch))
         corrected = moved[before[moved] != NEW]
         # +1 for each new category, -1 for each corrected one, summed per
@@ -443,7 +444,7 @@ class RunState:
         groups = distinct // height
         rows = distinct % height
         names = models.values
-        if not (groups & 1).any():  # no prior outcomes (the common case)
+        if not has_prior:  # the common case
             self._add_counts(names, groups, rows, block, prior=False)
         else:
             for prior in (False, True):

@@ -317,6 +317,11 @@ class CountStorage:
         """
         if any(table._storage is not self for table in tables):
             raise ValueError("every table must be on this storage")
+        if sum(sizes) != len(rows) or deltas.shape != (len(rows), self._width):
+            raise ValueError(
+                f"sizes must add up to the rows ({len(rows)}) and deltas be "
+                f"rows x {self._width}; got {sum(sizes)} and {deltas.shape}"
+            )
         if 0 in sizes:  # reduceat takes a table without rows for one row
             kept = [position for position, size in enumerate(sizes) if size]
             tables = [tables[position] for position in kept]

@@ -249,7 +249,12 @@ def test_a_table_must_fit_its_storage() -> None:
     other = CountTable([0.0, 1.0], 5)
     with pytest.raises(ValueError, match="on this storage"):
         storage.add_counts([other], [1], np.array([0]), np.array([[1, 0]]), prior=False)
-    assert storage.tables == ()
+    table = CountTable([0.0, 1.0], 5, storage=storage)
+    with pytest.raises(ValueError, match="add up to the rows"):
+        storage.add_counts([table], [2], np.array([0]), np.array([[1, 0]]), prior=False)
+    with pytest.raises(ValueError, match="rows x 2"):
+        storage.add_counts([table], [1], np.array([0]), np.array([[1]]), prior=False)
+    assert storage.tables == (table,) and table.trial_count == 0
 
 
 def test_a_copy_and_a_lone_table_have_storages_of_their_own() -> None:
