@@ -18,8 +18,6 @@ import scorio_core.counts as count_tables
 from scorio_core import CountStorage, CountTable
 from scorio_core.question_index import QuestionIndex
 
-Part = tuple[CountTable, np.ndarray, np.ndarray]
-
 
 def _state(table: CountTable) -> tuple[object, ...]:
     return (
