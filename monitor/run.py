@@ -29,15 +29,13 @@ from monitor.store import (
     Previous,
     TrialBatch,
 )
-from scorio_core import CountTable
+from scorio_core import CountStorage, CountTable
 from scorio_core.posterior import clipped_interval, z_value
 from scorio_core.question_index import QuestionIndex
 from scorio_core.stopping import StoppingRule
 
 # Why a trial was refused: a kind (for metrics) and a sentence (for people).
 Refusal = tuple[RejectionKind, str]
-# A table's rows and their count changes (CountTable.add_row_counts_together).
-Part = tuple[CountTable, NDArray[np.int64], NDArray[np.int64]]
 
 
 @dataclass(slots=True)
@@ -62,6 +60,9 @@ class RunState:
         # The run's questions, numbered once for all its models' tables.
         self._index = QuestionIndex(config.questions or [])
         self._question_rows = self._index.rows
+        # The models' count arrays, stacked: a batch of many models updates
+        # them together (CountStorage.add_counts).
+        self._storage = self._new_storage(len(config.models or []))
         # The rows :meth:`takes` looked up for a batch's distinct questions
         # (that list, its rows: -1 for a new one), for :meth:`apply` to use
         # when the batch it applies has that same list (rows never change).
@@ -100,10 +101,19 @@ class RunState:
             table = CountTable(
                 self.config.weights,
                 self.config.declared_question_count,
-                index=self._index,
+                storage=self._storage,
             )
             self.tables[model] = table
         return table
+
+    def _new_storage(self, models: int) -> CountStorage:
+        """Storage for the run's tables, with room for ``models`` of them."""
+        return CountStorage(
+            self.config.weights,
+            self.config.declared_question_count,
+            index=self._index,
+            layers=models,
+        )
 
     def classified(self, event: TrialEvent) -> TrialEvent | Refusal:
         """The event with the category the run's rubric gives its signals.
@@ -407,7 +417,8 @@ class RunState:
             row_of[index] = self._question_rows[questions.values[index]]
         models = batch.factors("model")
         group_of = models.codes * 2
-        if batch.prior.count(False) != len(batch):
+        has_prior = batch.prior.count(False) != len(batch)
+        if has_prior:
             group_of = group_of + np.fromiter(batch.prior, np.int64, len(batch))
         corrected = moved[before[moved] != NEW]
         # +1 for each new category, -1 for each corrected one, summed per
@@ -431,27 +442,38 @@ class RunState:
             sums = np.bincount(cells, minlength=distinct.size * width)
         block = sums.reshape(distinct.size, width)
         groups = distinct // height
-        bounds = [*run_starts(groups).tolist(), groups.size]
         rows = distinct % height
-        # Per namespace, every table's rows at once (observed first).
-        parts: tuple[list[Part], list[Part]] = ([], [])
-        for first, last in itertools.pairwise(bounds):
-            group = int(groups[first])
-            parts[group % 2].append(
-                (
-                    self.table(models.values[group // 2]),
-                    rows[first:last],
-                    block[first:last],
-                )
-            )
-        for prior, namespace in enumerate(parts):
-            CountTable.add_row_counts_together(namespace, prior=bool(prior))
+        names = models.values
+        if not has_prior:  # the common case
+            self._add_counts(names, groups, rows, block, prior=False)
+        else:
+            for prior in (False, True):
+                keep = (groups & 1) == prior
+                self._add_counts(names, groups[keep], rows[keep], block[keep], prior)
         size = len(batch)
         if batch.tokens.count(None) < size or batch.seconds.count(None) < size:
             for index in np.flatnonzero(before == NEW).tolist():
                 self._add_cost(
                     batch.model[index], batch.tokens[index], batch.seconds[index]
                 )
+
+    def _add_counts(
+        self,
+        models: Sequence[str],
+        groups: NDArray[np.int64],
+        rows: NDArray[np.int64],
+        block: NDArray[np.int64],
+        prior: bool,
+    ) -> None:
+        """Add count changes to the tables together: a block row per
+        (group, row), in group order; group = model position * 2 + prior."""
+        if not groups.size:
+            return
+        starts = run_starts(groups)
+        tables = [self.table(models[group // 2]) for group in groups[starts].tolist()]
+        bounds = [*starts.tolist(), groups.size]
+        sizes = [last - first for first, last in itertools.pairwise(bounds)]
+        self._storage.add_counts(tables, sizes, rows, block, prior=prior)
 
     def _add_cost(self, model: str, tokens: int | None, seconds: float | None) -> None:
         if tokens is None and seconds is None:
@@ -472,6 +494,10 @@ class RunState:
                 self._index.add(question)
         self.tables = {}
         self.costs = {}
+        # A new storage: the old tables' layers are no longer the run's.
+        self._storage = self._new_storage(
+            len(set(counts) | set(self.config.models or []))
+        )
         for model, model_counts in sorted(counts.items()):
             width = self._category_count
             observed = _matrix(model_counts.observed, width)
@@ -482,7 +508,7 @@ class RunState:
                 observed,
                 prior,
                 self.config.declared_question_count,
-                index=self._index,
+                storage=self._storage,
             )
             if model_counts.costed_trials:
                 self.costs[model] = ModelCost(

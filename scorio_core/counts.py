@@ -20,6 +20,21 @@ when needed, not stored: 100 models x 10,000 questions x 8 categories take
 numbered once for all models; a row another table added is empty here
 until this table touches it.
 
+The tables of a run are layers of one :class:`CountStorage`: the observed
+and prior counts (layers x rows x categories), the row totals and the
+per-question terms (layers x rows) of all its models in one set of arrays.
+A table reads and writes its layer through views, as a table of its own
+would; a batch of many models' trials (a wire array of 1,000 trials is 20
+models x 50 questions) gathers and scatters each array once for all of
+them through flat indices ``layer * capacity + row``, where one pass per
+table cost some seven NumPy calls a table, ~10 us a model a call. Rows
+grow by doubling (up to the declared count), layers by half when a model
+arrives, and a count that does not fit widens the count type of every
+layer. A storage of a MB or more lives in private anonymous memory maps:
+layers no table has yet take no memory, layers are added in place (mremap,
+no second copy at the peak), and the pages of a replaced array go back to
+the system. A table on its own, or a copy, has a storage of its own.
+
 Float drift: each update moves the running sums by one rounding of size
 ``eps * |sum|``; every ``max(1024, rows // 8)`` updates the sums are replaced
 by an exactly rounded ``math.fsum`` over the rows. Between resyncs the error
@@ -40,6 +55,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import mmap
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Final, cast
 
@@ -61,10 +77,11 @@ _MIN_RESYNC_INTERVAL: Final = 1024
 _INITIAL_ROWS: Final = 8
 # Count types, narrowest first; a count that does not fit widens its array.
 _COUNT_TYPES: Final = (np.uint8, np.uint16, np.uint32, np.int64)
-_UINT8_MAX: Final = 255  # what the narrowest count type holds
 # Rows of many tables updated in one pass, at most (about): bounds the pass's
 # temporaries (some 50 bytes per row and category) for bulk batches.
 _TOGETHER_ROWS: Final = 16_384
+# A storage whose float arrays take this much has memory maps (_zeros).
+_MAPPED_BYTES: Final = 1 << 20
 # Their largest values (np.iinfo builds an object per call: a batch's
 # tables asked 20 times per call).
 _COUNT_MAX: Final = {np.dtype(kind): int(np.iinfo(kind).max) for kind in _COUNT_TYPES}
@@ -81,6 +98,342 @@ def category_counts(
     return counts.reshape(rows, category_count)
 
 
+class CountStorage:
+    """Row arrays of the count tables of one run, stacked: a layer per table.
+
+    The tables share the question index, the weights and the declared
+    question count. A batch that touches many tables gathers and scatters
+    each array once for all of them, through flat indices
+    ``layer * capacity + row``, instead of once per table.
+
+    Args:
+        w: Category weights, length ``C+1``.
+        question_count: Declared ``M`` or ``None`` for open tables.
+        index: The tables' question numbering (a new one if ``None``).
+        layers: Tables to make room for now (more are added as they come).
+    """
+
+    __slots__ = (
+        "_capacity",
+        "_declared_count",
+        "_empty_mean",
+        "_empty_variance",
+        "_index",
+        "_means",
+        "_observed",
+        "_prior",
+        "_row_trials",
+        "_scaled",
+        "_tables",
+        "_variances",
+        "_weights",
+        "_width",
+    )
+
+    # layers x capacity (x width for counts). Count arrays have one of the
+    # _COUNT_TYPES, the same for every layer.
+    _observed: NDArray[np.integer]
+    _prior: NDArray[np.integer]
+    _row_trials: NDArray[np.integer]
+    _means: NDArray[np.float64]
+    _variances: NDArray[np.float64]
+
+    def __init__(
+        self,
+        w: ArrayLike,
+        question_count: int | None = None,
+        *,
+        index: QuestionIndex | None = None,
+        layers: int = 1,
+    ) -> None:
+        weights = check.weights(w)
+        if question_count is not None:
+            question_count = check.integer(question_count, "question_count")
+            if question_count < 1:
+                raise ValueError(f"question_count must be >= 1; got {question_count}")
+        weights.setflags(write=False)
+        self._weights = weights
+        self._scaled = ScaledWeights.from_weights(weights)
+        self._declared_count = question_count
+        self._width = width = weights.size
+        self._index = QuestionIndex() if index is None else index
+        self._empty_mean, self._empty_variance = row_term([1] * width, self._scaled)
+        self._tables: list[CountTable] = []
+        self._capacity = 0
+        self._observed = np.zeros((0, 0, width), dtype=np.uint8)
+        self._prior = np.zeros((0, 0, width), dtype=np.uint8)
+        self._row_trials = np.zeros((0, 0), dtype=np.uint8)
+        self._means = np.zeros((0, 0))
+        self._variances = np.zeros((0, 0))
+        self._allocate(max(1, layers), _INITIAL_ROWS)
+
+    @property
+    def index(self) -> QuestionIndex:
+        """The tables' question numbering."""
+        return self._index
+
+    @property
+    def tables(self) -> tuple[CountTable, ...]:
+        """The tables, in layer order."""
+        return tuple(self._tables)
+
+    def _allocate(self, layers: int, capacity: int) -> None:
+        """(Re)allocate for ``layers`` x ``capacity`` rows, keeping the rows held."""
+        width = self._width
+        held_layers, held_rows = self._means.shape
+        # All in memory maps or none (they grow in place together).
+        mapped = layers * capacity * 8 >= _MAPPED_BYTES
+        observed = _zeros((layers, capacity, width), self._observed.dtype, mapped)
+        prior = _zeros((layers, capacity, width), self._prior.dtype, mapped)
+        row_trials = _zeros((layers, capacity), self._row_trials.dtype, mapped)
+        means = _zeros((layers, capacity), np.dtype(np.float64), mapped)
+        variances = _zeros((layers, capacity), np.dtype(np.float64), mapped)
+        # The tables' layers hold empty rows; layers no table has yet stay
+        # untouched zero pages (their table fills them when it joins).
+        used = len(self._tables)
+        means[:used] = self._empty_mean
+        variances[:used] = self._empty_variance
+        if held_layers and held_rows:
+            observed[:held_layers, :held_rows] = self._observed
+            prior[:held_layers, :held_rows] = self._prior
+            row_trials[:held_layers, :held_rows] = self._row_trials
+            means[:held_layers, :held_rows] = self._means
+            variances[:held_layers, :held_rows] = self._variances
+        self._observed, self._prior, self._row_trials = observed, prior, row_trials
+        self._means, self._variances = means, variances
+        self._capacity = capacity
+        self._reattach()
+
+    def _reattach(self) -> None:
+        """Point every table at its layer of the (new) arrays."""
+        for table in self._tables:
+            table._attach()
+
+    def _join(self, table: CountTable) -> int:
+        """A layer for a new table: the layers grow by half when full."""
+        layer = len(self._tables)
+        layers = self._means.shape[0]
+        if layer == layers:
+            self._add_layers(max(layer + 1, layers * 3 // 2))
+        self._means[layer] = self._empty_mean
+        self._variances[layer] = self._empty_variance
+        self._tables.append(table)
+        return layer
+
+    def _add_layers(self, layers: int) -> None:
+        """Room for ``layers`` tables: the memory maps grow in place (mremap:
+        no copy, no second set of arrays) when every array has one and no
+        view of them is held elsewhere; else a copy, as for more rows."""
+        arrays = (
+            self._observed,
+            self._prior,
+            self._row_trials,
+            self._means,
+            self._variances,
+        )
+        found = [_map_of(array) for array in arrays]
+        if None in found:
+            self._allocate(layers, self._capacity)
+            return
+        maps = cast("list[mmap.mmap]", found)
+        held = self._means.shape[0]
+        shapes = [(array.dtype, array.shape[1:]) for array in arrays]
+        # Drop every view of the maps (the tables' too), so they can resize.
+        del arrays
+        del self._observed, self._prior, self._row_trials, self._means
+        del self._variances
+        for table in self._tables:
+            table._detach()
+        grown = True
+        try:
+            for buffer, (kind, shape) in zip(maps, shapes, strict=True):
+                buffer.resize(layers * math.prod(shape) * kind.itemsize)
+        except (BufferError, OSError):  # a view held elsewhere: copy instead
+            grown = False
+        rebuilt: list[NDArray[Any]] = []
+        for buffer, (kind, shape) in zip(maps, shapes, strict=True):
+            array = np.frombuffer(buffer, dtype=kind).reshape((-1, *shape))
+            rebuilt.append(array if grown else array[:held])
+        self._observed, self._prior, self._row_trials = rebuilt[:3]
+        self._means, self._variances = rebuilt[3:]
+        if grown:
+            self._reattach()
+        else:
+            self._allocate(layers, self._capacity)
+
+    def _grow_rows(self, count: int) -> None:
+        """Room for ``count`` rows: doubling, up to the declared count."""
+        capacity = max(self._capacity, 1)
+        while capacity < count:
+            capacity *= 2
+        if self._declared_count is not None:
+            capacity = max(count, min(capacity, self._declared_count))
+        self._allocate(self._means.shape[0], capacity)
+
+    def _widen_counts(self, prior: bool, values: ArrayLike) -> None:
+        """Give every layer's observed (or prior) counts a type for ``values``."""
+        if prior:
+            held = _holding(self._prior, values)
+            changed, self._prior = held is not self._prior, held
+        else:
+            held = _holding(self._observed, values)
+            changed, self._observed = held is not self._observed, held
+        if changed:
+            self._reattach()
+
+    def _widen_trials(self, values: ArrayLike) -> None:
+        """Give every layer's row totals a type for ``values``."""
+        held = _holding(self._row_trials, values)
+        if held is not self._row_trials:
+            self._row_trials = held
+            self._reattach()
+
+    def add_counts(
+        self,
+        tables: Sequence[CountTable],
+        sizes: Sequence[int],
+        rows: NDArray[np.int64],
+        deltas: NDArray[np.int64],
+        *,
+        prior: bool,
+    ) -> None:
+        """Add count deltas to rows of many of the tables; all or nothing.
+
+        Args:
+            tables: Distinct tables of this storage.
+            sizes: How many of the rows are each table's, in order.
+            rows: Distinct rows of the index per table, the tables' one
+                after the other.
+            deltas: ``len(rows) x (C+1)`` integer changes, row by row.
+            prior: Whether the deltas are prior-outcome counts.
+
+        Each array is gathered and scattered once for all the tables (in
+        pieces of about ``_TOGETHER_ROWS`` rows), and each row's terms are
+        the ones :meth:`CountTable.update` would compute.
+
+        Raises:
+            ValueError: when a count would become negative (none changed)
+                or a table is not on this storage.
+        """
+        if any(table._storage is not self for table in tables):
+            raise ValueError("every table must be on this storage")
+        if sum(sizes) != len(rows) or deltas.shape != (len(rows), self._width):
+            raise ValueError(
+                f"sizes must add up to the rows ({len(rows)}) and deltas be "
+                f"rows x {self._width}; got {sum(sizes)} and {deltas.shape}"
+            )
+        if 0 in sizes:  # reduceat takes a table without rows for one row
+            kept = [position for position, size in enumerate(sizes) if size]
+            tables = [tables[position] for position in kept]
+            sizes = [sizes[position] for position in kept]
+        if not tables:
+            return
+        if len(rows) <= _TOGETHER_ROWS:
+            self._add(tables, sizes, rows, deltas, prior)
+            return
+        ends = [0, *itertools.accumulate(sizes)]
+        pieces = _pieces(sizes, _TOGETHER_ROWS)
+        if len(pieces) > 1 and int(deltas.min()) < 0:
+            # A piece is written before the next is checked: check all first.
+            for first, last in pieces:
+                piece = slice(ends[first], ends[last])
+                self._add(
+                    tables[first:last],
+                    sizes[first:last],
+                    rows[piece],
+                    deltas[piece],
+                    prior,
+                    write=False,
+                )
+        for first, last in pieces:
+            piece = slice(ends[first], ends[last])
+            self._add(
+                tables[first:last],
+                sizes[first:last],
+                rows[piece],
+                deltas[piece],
+                prior,
+            )
+
+    def _add(
+        self,
+        tables: Sequence[CountTable],
+        sizes: Sequence[int],
+        rows: NDArray[np.int64],
+        deltas: NDArray[np.int64],
+        prior: bool,
+        write: bool = True,
+    ) -> None:
+        """One pass of :meth:`add_counts` (or its check only)."""
+        count = len(self._index)
+        for table in tables:
+            if table._size != count:
+                table._take_rows()  # may grow the arrays: before the indices
+        width = self._width
+        # Each row's position in the layers x capacity arrays.
+        offsets = [table._layer * self._capacity for table in tables]
+        flat = rows + np.repeat(np.array(offsets), np.array(sizes))
+        stored = self._prior if prior else self._observed
+        # take: a fifth of the cost of indexing rows of a 2-D array.
+        counts = stored.reshape(-1, width).take(flat, axis=0) + deltas
+        if int(deltas.min()) < 0 and int(counts.min()) < 0:
+            bad = int(np.argmax((counts < 0).any(axis=1)))
+            question = self._index.questions[int(rows[bad])]
+            raise ValueError(f"a count on question {question!r} would become negative")
+        if not write:
+            return
+        # Observed + prior counts + 1 (as _nu), from the counts just made;
+        # observed counts only when no table has prior rows (all zero).
+        if prior or any([table._prior_trial_count for table in tables]):
+            other = self._observed if prior else self._prior
+            nu = other.reshape(-1, width).take(flat, axis=0) + counts + 1
+        else:
+            nu = counts + 1
+        means, variances = _row_terms(nu, self._scaled)
+        starts = np.array([0, *itertools.accumulate(sizes[:-1])])
+        mean_changes = np.add.reduceat(means - self._means.take(flat), starts)
+        variance_changes = np.add.reduceat(
+            variances - self._variances.take(flat), starts
+        )
+        trial_changes = np.add.reduceat(deltas, starts).sum(axis=1)
+        top_count = int(counts.max())
+        if top_count > _max_of(stored.dtype):
+            self._widen_counts(prior, top_count)
+            stored = self._prior if prior else self._observed
+        _set_rows(stored, flat, counts)
+        if not prior:
+            # Observed trials per row: the sum of its observed counts (a
+            # column at a time: NumPy sums a short row slowly).
+            row_trials = counts[:, 0].copy()
+            for category in range(1, width):
+                row_trials += counts[:, category]
+            top_trials = int(row_trials.max())
+            if top_trials > _max_of(self._row_trials.dtype):
+                self._widen_trials(top_trials)
+            self._row_trials.reshape(-1)[flat] = row_trials
+        self._means.reshape(-1)[flat] = means
+        self._variances.reshape(-1)[flat] = variances
+        for table, size, trials, mean_change, variance_change in zip(
+            tables,
+            sizes,
+            trial_changes.tolist(),
+            mean_changes.tolist(),
+            variance_changes.tolist(),
+            strict=True,
+        ):
+            if prior:
+                table._prior_trial_count += trials
+            else:
+                table._trial_count += trials
+            table._mean_sum += mean_change
+            table._variance_sum += variance_change
+            table._synced = False
+            # _batch_updates, inline (a call per table costs more than this).
+            table._resync_countdown -= 1 + size * size // table._size
+            if table._resync_countdown <= 0:
+                table.resync()
+
+
 class CountTable:
     """Outcome counts of one model over questions x categories.
 
@@ -90,6 +443,9 @@ class CountTable:
             ``None`` for an open table where ``M`` is the questions seen.
         index: A question numbering shared with other tables (the models
             of one run); every question in it is declared in this table.
+        storage: The storage of the tables of one run, this table one more
+            layer of it (its index, weights and question count must be
+            these); ``None``: a storage of the table's own.
 
     Examples:
         >>> table = CountTable([0.0, 1.0], question_count=2)
@@ -107,6 +463,7 @@ class CountTable:
         "_empty_mean",
         "_empty_variance",
         "_index",
+        "_layer",
         "_mean_sum",
         "_means",
         "_means_view",
@@ -122,6 +479,7 @@ class CountTable:
         "_rows",
         "_scaled",
         "_size",
+        "_storage",
         "_synced",
         "_trial_count",
         "_variance_sum",
@@ -131,8 +489,8 @@ class CountTable:
         "_width",
     )
 
-    # Row storage (see the module doc); views alias the arrays. Count
-    # arrays have one of the _COUNT_TYPES.
+    # The table's layer of its storage's arrays (see the module doc); the
+    # memoryviews alias them. Count arrays have one of the _COUNT_TYPES.
     _observed: NDArray[np.integer]
     _prior: NDArray[np.integer]
     _row_trials: NDArray[np.integer]
@@ -150,36 +508,33 @@ class CountTable:
         question_count: int | None = None,
         *,
         index: QuestionIndex | None = None,
+        storage: CountStorage | None = None,
     ) -> None:
-        weights = check.weights(w)
-        if question_count is not None:
-            question_count = check.integer(question_count, "question_count")
-            if question_count < 1:
-                raise ValueError(f"question_count must be >= 1; got {question_count}")
-        weights.setflags(write=False)
-        self._weights = weights
-        self._scaled = ScaledWeights.from_weights(weights)
-        self._declared_count = question_count
-        self._width = weights.size
-        self._index = QuestionIndex() if index is None else index
+        if storage is None:
+            storage = CountStorage(w, question_count, index=index)
+        else:
+            _check_member(storage, w, question_count, index)
+        self._storage = storage
+        self._weights = storage._weights
+        self._scaled = storage._scaled
+        self._declared_count = storage._declared_count
+        self._width = storage._width
+        self._index = storage._index
         # Aliases of the index's numbering (read only here).
         self._rows = self._index.rows
         self._questions = self._index.questions
-        # Rows the arrays and sums take in; the index's later rows are empty.
+        # Rows the sums take in; the index's later rows are empty.
         self._size = 0
         self._trial_count = 0
         self._prior_trial_count = 0
-        self._empty_mean, self._empty_variance = row_term(
-            [1] * weights.size, self._scaled
-        )
-        self._observed = np.zeros((0, weights.size), dtype=np.uint8)
-        self._prior = np.zeros((0, weights.size), dtype=np.uint8)
-        self._row_trials = np.zeros(0, dtype=np.uint8)
-        self._allocate(_INITIAL_ROWS)
+        self._empty_mean = storage._empty_mean
+        self._empty_variance = storage._empty_variance
         self._mean_sum = 0.0
         self._variance_sum = 0.0
         self._resync_countdown = _MIN_RESYNC_INTERVAL
         self._synced = True
+        self._layer = storage._join(self)
+        self._attach()
 
     # -- construction --------------------------------------------------------
 
@@ -211,6 +566,7 @@ class CountTable:
         question_count: int | None = None,
         *,
         index: QuestionIndex | None = None,
+        storage: CountStorage | None = None,
     ) -> CountTable:
         """Rebuild from stored sufficient statistics (counts per question).
 
@@ -222,6 +578,8 @@ class CountTable:
             question_count: Declared ``M`` or ``None`` for an open table.
             index: A question numbering shared with other tables; the
                 questions are added to it.
+            storage: The storage of the tables of a run (its index is the
+                numbering, its weights and question count these ones).
         """
         weights = check.weights(w)
         shape = (len(questions), weights.size)
@@ -240,6 +598,7 @@ class CountTable:
             prior_counts,
             question_count,
             index,
+            storage,
         )
 
     @classmethod
@@ -251,21 +610,27 @@ class CountTable:
         prior: NDArray[np.int64],
         question_count: int | None,
         index: QuestionIndex | None = None,
+        storage: CountStorage | None = None,
     ) -> CountTable:
-        table = cls(weights, question_count, index=index)
-        known = table._index
-        total = len(known) + sum(question not in known for question in questions)
-        if question_count is not None and total > question_count:
-            raise ValueError(
-                f"{total} questions exceed question_count={question_count}"
-            )
+        if storage is None:
+            index = QuestionIndex() if index is None else index
+            known = index
+        else:
+            known = storage._index
+        if question_count is not None:
+            limit = check.integer(question_count, "question_count")
+            total = len(known) + sum(question not in known for question in questions)
+            # Checked before the table joins a storage (a shared one keeps it).
+            if limit >= 1 and total > limit:
+                raise ValueError(f"{total} questions exceed question_count={limit}")
+        table = cls(weights, question_count, index=index, storage=storage)
         rows = np.fromiter(map(known.add, questions), np.int64, len(questions))
         table._take_rows()
-        table._observed = _holding(table._observed, observed)
-        table._prior = _holding(table._prior, prior)
+        storage = table._storage
+        storage._widen_counts(False, observed)
+        storage._widen_counts(True, prior)
         trials = observed.sum(axis=1)
-        table._row_trials = _holding(table._row_trials, trials)
-        table._refresh_views()
+        storage._widen_trials(trials)
         table._observed[rows] = observed
         table._prior[rows] = prior
         table._trial_count = int(observed.sum())
@@ -352,8 +717,7 @@ class CountTable:
             try:
                 self._row_trials_view[row] = trials
             except ValueError:
-                self._row_trials = _holding(self._row_trials, trials)
-                self._refresh_views()
+                self._storage._widen_trials(trials)
                 self._row_trials_view[row] = trials
         # O(C): recompute this question's terms and move the sums by the change.
         if width == 2:
@@ -491,131 +855,36 @@ class CountTable:
     ) -> None:
         """:meth:`add_row_counts` of several tables in one pass; all or nothing.
 
-        ``parts``: (table, rows, deltas) of distinct tables. Tables with the
-        same weights (the models of one run) have their rows' terms computed
-        together, with the float operations each table's own update uses, so
-        a batch of many models costs a few gathers and scatters per table.
-        Every table is checked first: on ``ValueError`` none changed.
+        ``parts``: (table, rows, deltas) of distinct tables. Tables on one
+        :class:`CountStorage` (the models of one run) are updated together
+        (:meth:`CountStorage.add_counts`), with the float operations each
+        table's own update uses. Every table is checked first: on
+        ``ValueError`` none changed.
         """
         parts = [part for part in parts if len(part[1])]
         if not parts:
             return
-        scales = [part[0]._scaled for part in parts]
-        # list.count: identity first, then ==, in C (the same weights).
-        if len(parts) == 1 or scales.count(scales[0]) != len(scales):
+        if len(parts) == 1:
+            table, rows, deltas = parts[0]
+            table._check_rows(rows, deltas, prior)
+            table._add_rows(rows, deltas, prior)
+            return
+        groups: dict[int, list[tuple[CountTable, NDArray[np.int64], NDArray[np.int64]]]]
+        groups = {}
+        for part in parts:
+            groups.setdefault(id(part[0]._storage), []).append(part)
+        if len(groups) > 1:
+            # A storage is written before the next is checked: check all first.
             for table, rows, deltas in parts:
                 table._check_rows(rows, deltas, prior)
-            for table, rows, deltas in parts:
-                table._add_rows(rows, deltas, prior)
-            return
-        if sum(len(part[1]) for part in parts) <= _TOGETHER_ROWS:
-            CountTable._add_together(parts, prior)
-            return
-        pieces = _pieces(parts, _TOGETHER_ROWS)
-        if len(pieces) > 1:
-            # A piece is written before the next is checked: check all first.
-            for table, rows, deltas in parts:
-                table._check_rows(rows, deltas, prior)
-        for piece in pieces:
-            CountTable._add_together(piece, prior)
-
-    @staticmethod
-    def _add_together(
-        parts: list[tuple[CountTable, NDArray[np.int64], NDArray[np.int64]]],
-        prior: bool,
-    ) -> None:
-        """The one pass of :meth:`add_row_counts_together` (same weights)."""
-        first = parts[0][0]
-        sizes = [len(rows) for _, rows, _ in parts]
-        ends = list(itertools.accumulate(sizes))
-        starts = [end - size for end, size in zip(ends, sizes, strict=True)]
-        own: list[NDArray[np.integer]] = []
-        other: list[NDArray[np.integer]] = []
-        old_means: list[NDArray[np.float64]] = []
-        old_variances: list[NDArray[np.float64]] = []
-        # Observed counts only: prior rows are all zero (none counted).
-        no_other = not prior and not any([part[0]._prior_trial_count for part in parts])
-        for table, rows, _ in parts:
-            if table._size != len(table._questions):
-                table._take_rows()
-            # take: a fifth of the cost of indexing rows of a 2-D array.
-            own.append((table._prior if prior else table._observed).take(rows, axis=0))
-            if not no_other:
-                other.append(
-                    (table._observed if prior else table._prior).take(rows, axis=0)
-                )
-            old_means.append(table._means[rows])
-            old_variances.append(table._variances[rows])
-        deltas = np.concatenate([part[2] for part in parts])
-        counts = np.concatenate(own).astype(np.int64) + deltas
-        if int(deltas.min()) < 0 and int(counts.min()) < 0:
-            for (table, rows, _), start, end in zip(parts, starts, ends, strict=True):
-                bad = (counts[start:end] < 0).any(axis=1)
-                if bad.any():
-                    question = table._questions[int(rows[np.argmax(bad)])]
-                    raise ValueError(
-                        f"a count on question {question!r} would become negative"
-                    )
-        # Observed + prior counts + 1 (as _nu), from the counts just made.
-        nu = counts + 1 if no_other else np.concatenate(other) + counts + 1
-        means, variances = _row_terms(nu, first._scaled)
-        starts_array = np.array(starts)
-        mean_changes = np.add.reduceat(
-            means - np.concatenate(old_means), starts_array
-        ).tolist()
-        variance_changes = np.add.reduceat(
-            variances - np.concatenate(old_variances), starts_array
-        ).tolist()
-        trial_changes = np.add.reduceat(deltas, starts_array).sum(axis=1).tolist()
-        top_count = int(counts.max())
-        width = counts.shape[1]
-        # Each row's cells as flat indices into a table's counts.
-        cells = (
-            np.concatenate([rows for _, rows, _ in parts])[:, None] * width
-            + np.arange(width)
-        ).reshape(-1)
-        # Observed trials per row: the sum of its observed counts (a column
-        # at a time: NumPy sums a short row slowly).
-        row_trials = counts[:, 0].copy()
-        for category in range(1, counts.shape[1]):
-            row_trials += counts[:, category]
-        top_trials = 0 if prior else int(row_trials.max())
-        # Written in the narrowest count type when they fit it: a table's
-        # array takes them without a cast per table (same values).
-        written = counts if top_count > _UINT8_MAX else counts.astype(np.uint8)
-        if top_trials <= _UINT8_MAX:
-            row_trials = row_trials.astype(np.uint8)
-        for index, (table, rows, _) in enumerate(parts):
-            start, end = starts[index], ends[index]
-            block = written[start:end]
-            table_counts = table._prior if prior else table._observed
-            if top_count > _UINT8_MAX and top_count > _max_of(table_counts.dtype):
-                table._widen(prior, int(block.max()))
-                table_counts = table._prior if prior else table._observed
-            # Rows of a 2-D array set through flat indices: a third the cost.
-            table_counts.put(cells[start * width : end * width], block)
-            if prior:
-                table._prior_trial_count += trial_changes[index]
-            else:
-                table._trial_count += trial_changes[index]
-                totals = row_trials[start:end]
-                if top_trials > _UINT8_MAX and top_trials > _max_of(
-                    table._row_trials.dtype
-                ):
-                    held = _holding(table._row_trials, totals)
-                    if held is not table._row_trials:
-                        table._row_trials = held
-                        table._refresh_views()
-                table._row_trials[rows] = totals
-            table._means[rows] = means[start:end]
-            table._variances[rows] = variances[start:end]
-            table._mean_sum += mean_changes[index]
-            table._variance_sum += variance_changes[index]
-            table._synced = False
-            # _batch_updates, inline (a call per table costs more than this).
-            table._resync_countdown -= 1 + (end - start) ** 2 // table._size
-            if table._resync_countdown <= 0:
-                table.resync()
+        for group in groups.values():
+            group[0][0]._storage.add_counts(
+                [part[0] for part in group],
+                [len(part[1]) for part in group],
+                np.concatenate([part[1] for part in group]),
+                np.concatenate([part[2] for part in group]),
+                prior=prior,
+            )
 
     def _check_rows(
         self, rows: NDArray[np.int64], deltas: NDArray[np.int64], prior: bool
@@ -649,10 +918,7 @@ class CountTable:
         else:
             self._trial_count += int(trials.sum())
             row_trials = self._row_trials[rows].astype(np.int64) + trials
-            held = _holding(self._row_trials, row_trials)
-            if held is not self._row_trials:
-                self._row_trials = held
-                self._refresh_views()
+            self._storage._widen_trials(row_trials)
             self._row_trials[rows] = row_trials
         # Observed + prior counts + 1 (as _nu), from the counts just made.
         other = self._observed if prior else self._prior
@@ -898,23 +1164,21 @@ class CountTable:
 
     # -- internals -------------------------------------------------------------
 
-    def _allocate(self, capacity: int) -> None:
-        """(Re)allocate the arrays for ``capacity`` rows, keeping those in use."""
-        width, size = self._width, self._size
-        observed = np.zeros((capacity, width), dtype=self._observed.dtype)
-        prior = np.zeros((capacity, width), dtype=self._prior.dtype)
-        row_trials = np.zeros(capacity, dtype=self._row_trials.dtype)
-        means = np.full(capacity, self._empty_mean)
-        variances = np.full(capacity, self._empty_variance)
-        if size:
-            observed[:size] = self._observed[:size]
-            prior[:size] = self._prior[:size]
-            row_trials[:size] = self._row_trials[:size]
-            means[:size] = self._means[:size]
-            variances[:size] = self._variances[:size]
-        self._observed, self._prior, self._row_trials = observed, prior, row_trials
-        self._means, self._variances = means, variances
+    def _attach(self) -> None:
+        """Point at the table's layer of the storage's (new) arrays."""
+        storage, layer = self._storage, self._layer
+        self._observed = storage._observed[layer]
+        self._prior = storage._prior[layer]
+        self._row_trials = storage._row_trials[layer]
+        self._means = storage._means[layer]
+        self._variances = storage._variances[layer]
         self._refresh_views()
+
+    def _detach(self) -> None:
+        """Drop the views of the storage's arrays (they are about to move)."""
+        del self._observed, self._prior, self._row_trials, self._means
+        del self._variances, self._observed_view, self._prior_view
+        del self._row_trials_view, self._means_view, self._variances_view
 
     def _refresh_views(self) -> None:
         """Flat memoryviews of the arrays: the cheapest one-cell indexing."""
@@ -926,11 +1190,7 @@ class CountTable:
 
     def _widen(self, prior: bool, count: int) -> None:
         """Give the observed (or prior) counts a type that holds ``count``."""
-        if prior:
-            self._prior = _holding(self._prior, count)
-        else:
-            self._observed = _holding(self._observed, count)
-        self._refresh_views()
+        self._storage._widen_counts(prior, count)
 
     def _nu(self, rows: int | NDArray[np.int64]) -> NDArray[np.int64]:
         """Dirichlet parameters of rows: observed + prior counts + 1."""
@@ -948,13 +1208,8 @@ class CountTable:
         count = len(self._questions)
         added = count - self._size
         if added:
-            capacity = self._row_trials.shape[0]
-            if count > capacity:
-                while capacity < count:
-                    capacity *= 2
-                if self._declared_count is not None:
-                    capacity = max(count, min(capacity, self._declared_count))
-                self._allocate(capacity)
+            if count > self._storage._capacity:
+                self._storage._grow_rows(count)
             self._mean_sum += added * self._empty_mean
             self._variance_sum += added * self._empty_variance
             self._size = count
@@ -975,19 +1230,78 @@ class CountTable:
         return row
 
 
-def _pieces(
-    parts: list[tuple[CountTable, NDArray[np.int64], NDArray[np.int64]]], rows: int
-) -> list[list[tuple[CountTable, NDArray[np.int64], NDArray[np.int64]]]]:
-    """Consecutive parts in pieces of about ``rows`` rows (a larger part alone)."""
-    pieces: list[list[tuple[CountTable, NDArray[np.int64], NDArray[np.int64]]]] = []
+def _pieces(sizes: Sequence[int], rows: int) -> list[tuple[int, int]]:
+    """Consecutive tables in pieces of about ``rows`` rows (a larger one alone).
+
+    Each piece as (first, end) positions in ``sizes``.
+    """
+    bounds: list[int] = []
     held = rows
-    for part in parts:
-        if held + len(part[1]) > rows:
-            pieces.append([])
+    for position, size in enumerate(sizes):
+        if held + size > rows:
+            bounds.append(position)
             held = 0
-        pieces[-1].append(part)
-        held += len(part[1])
-    return pieces
+        held += size
+    bounds.append(len(sizes))
+    return list(itertools.pairwise(bounds))
+
+
+def _zeros(shape: tuple[int, ...], kind: np.dtype[Any], mapped: bool) -> NDArray[Any]:
+    """Zeros; ``mapped``: in an anonymous memory map of their own.
+
+    Pages nobody wrote take no memory, a map's pages go back to the system
+    when the array is dropped (malloc keeps freed blocks resident in its
+    heap), and a map can grow in place (:meth:`CountStorage._add_layers`).
+    """
+    size = math.prod(shape) * kind.itemsize
+    private = getattr(mmap, "MAP_PRIVATE", None)  # None: not a POSIX system
+    if not mapped or not size or private is None:
+        return np.zeros(shape, dtype=kind)
+    # Private: a shared anonymous map cannot grow in place (mremap).
+    buffer = mmap.mmap(-1, size, flags=private)
+    return np.frombuffer(buffer, dtype=kind).reshape(shape)
+
+
+def _map_of(array: NDArray[Any]) -> mmap.mmap | None:
+    """The memory map an array of :func:`_zeros` lies in, if it has one."""
+    base: object = array
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, memoryview):
+        base = base.obj
+    return base if isinstance(base, mmap.mmap) else None
+
+
+def _set_rows(
+    stored: NDArray[np.integer], flat: NDArray[np.int64], counts: NDArray[np.int64]
+) -> None:
+    """Set rows of ``stored`` (flat row positions) to ``counts`` (as fit).
+
+    Each row seen as one opaque element of its bytes: a fifth of the cost
+    of setting rows of a 2-D array (or its cells through flat indices).
+    """
+    width = stored.shape[-1]
+    row = np.dtype((np.void, width * stored.itemsize))
+    values = counts.astype(stored.dtype).view(row).reshape(-1)
+    stored.reshape(-1, width).view(row).reshape(-1)[flat] = values
+
+
+def _check_member(
+    storage: CountStorage,
+    w: ArrayLike,
+    question_count: int | None,
+    index: QuestionIndex | None,
+) -> None:
+    """Raise unless a table of these arguments fits the storage's tables."""
+    if not np.array_equal(check.weights(w), storage._weights):
+        raise ValueError("a table's weights must be its storage's")
+    if question_count != storage._declared_count:
+        raise ValueError(
+            f"a table's question_count ({question_count}) must be its storage's "
+            f"({storage._declared_count})"
+        )
+    if index is not None and index is not storage._index:
+        raise ValueError("a table's question index must be its storage's")
 
 
 def _row_terms(
@@ -1043,7 +1357,9 @@ def _holding(array: NDArray[np.integer], values: ArrayLike) -> NDArray[Any]:
         return array
     for kind in _COUNT_TYPES:
         if high <= np.iinfo(kind).max:
-            return array.astype(kind)
+            widened = _zeros(array.shape, np.dtype(kind), _map_of(array) is not None)
+            widened[...] = array
+            return widened
     raise OverflowError(f"a count of {high} does not fit in 64 bits")
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from monitor.ledger import NEW
 from monitor.run import RunState
 from monitor.schema import RunConfig
-from monitor.store import CountChanges
+from monitor.store import CountChanges, ModelCounts, TrialBatch
 
 WEIGHTS = [0.0, 0.5, 1.0]
 
@@ -94,3 +95,71 @@ def test_count_changes_read_back_as_cells() -> None:
     assert changes.models == ["a", "b"]
     assert changes.cells == cells
     assert changes.costs == {"a": (1, 2, 3.0)}
+
+
+def test_batches_of_many_models_on_one_storage_count_like_trials_one_by_one() -> None:
+    # Vectorized batches (new trials, corrections, prior outcomes) against
+    # the same trials one at a time; models and questions arrive mid-run, so
+    # the run's storage grows its layers and rows between and within batches.
+    rng = np.random.default_rng(11)
+    config = RunConfig(run="r", weights=WEIGHTS)
+    batched, single = RunState(config), RunState(config)
+    held: dict[tuple[str, str, bool], list[int]] = {}
+    for round_ in range(6):
+        batch = TrialBatch("r")
+        previous: list[int] = []
+        for _ in range(200):
+            key = (
+                f"m{rng.integers(2 + 2 * round_)}",
+                str(rng.integers(10 + 15 * round_)),
+                bool(rng.random() < 0.2),
+            )
+            category = int(rng.integers(3))
+            trials = held.setdefault(key, [])
+            # A correction of an earlier trial, or a new trial.
+            before = NEW
+            if trials and rng.random() < 0.3:
+                before = trials.pop(int(rng.integers(len(trials))))
+            trials.append(category)
+            batch.model.append(key[0])
+            batch.question.append(key[1])
+            batch.trial.append(str(len(previous)))
+            batch.category.append(category)
+            batch.prior.append(key[2])
+            batch.tokens.append(None)
+            batch.seconds.append(None)
+            batch.ts.append(None)
+            previous.append(before)
+        batched.apply(batch, previous)
+        for index, before in enumerate(previous):
+            single.apply_trial(
+                batch.model[index],
+                batch.question[index],
+                batch.category[index],
+                batch.prior[index],
+                before,
+            )
+    assert tables(batched) == tables(single)
+    storages = {id(table._storage) for table in batched.tables.values()}
+    assert len(storages) == 1 and len(batched.tables) == 12
+    for model, table in batched.tables.items():
+        table.resync()
+        single.tables[model].resync()
+        assert (table.mu, table.sigma) == (
+            single.tables[model].mu,
+            single.tables[model].sigma,
+        )
+    # A restore puts the tables on a storage of their own, as they were.
+    restored = RunState(config)
+    restored.restore(
+        {
+            model: ModelCounts(
+                questions=[str(question) for question in table.questions],
+                observed=table.observed_counts.tolist(),
+                prior=table.prior_counts.tolist(),
+            )
+            for model, table in batched.tables.items()
+        }
+    )
+    assert tables(restored) == tables(batched)
+    assert len({id(table._storage) for table in restored.tables.values()}) == 1
