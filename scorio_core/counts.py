@@ -247,8 +247,9 @@ class CountStorage:
         grown = True
         try:
             for buffer, (kind, shape) in zip(maps, shapes, strict=True):
-                buffer.resize(layers * math.prod(shape) * kind.itemsize)
-        except (BufferError, OSError):  # a view held elsewhere: copy instead
+                _resize(buffer, layers * math.prod(shape) * kind.itemsize)
+        except (BufferError, OSError, SystemError):
+            # A view held elsewhere, or no mremap (macOS): copy instead.
             grown = False
         rebuilt: list[NDArray[Any]] = []
         for buffer, (kind, shape) in zip(maps, shapes, strict=True):
@@ -1260,6 +1261,11 @@ def _zeros(shape: tuple[int, ...], kind: np.dtype[Any], mapped: bool) -> NDArray
     # Private: a shared anonymous map cannot grow in place (mremap).
     buffer = mmap.mmap(-1, size, flags=private)
     return np.frombuffer(buffer, dtype=kind).reshape(shape)
+
+
+def _resize(buffer: mmap.mmap, size: int) -> None:
+    """Grow a map in place (mremap); raises where that cannot be done."""
+    buffer.resize(size)
 
 
 def _map_of(array: NDArray[Any]) -> mmap.mmap | None:

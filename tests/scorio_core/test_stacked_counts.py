@@ -327,3 +327,23 @@ def test_a_large_storage_grows_its_layers_in_place_unless_a_view_is_held() -> No
         before = (table.mu, table.sigma)
         table.resync()
         assert (table.mu, table.sigma) == pytest.approx(before, abs=1e-12)
+
+
+def test_a_storage_grows_by_a_copy_where_maps_cannot_grow_in_place(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where there is no mremap (macOS) the resize raises SystemError."""
+
+    def no_mremap(buffer: object, size: int) -> None:
+        raise SystemError("mmap: resizing not available--no mremap()")
+
+    monkeypatch.setattr(count_tables, "_resize", no_mremap)
+    rows = 200_000
+    storage = CountStorage([0.0, 1.0], rows, index=QuestionIndex(range(rows)))
+    tables = []
+    for layer in range(5):
+        tables.append(CountTable([0.0, 1.0], rows, storage=storage))
+        tables[-1].update(rows - 1, 1, delta=layer + 1)
+    assert storage._means.shape[0] >= 5
+    assert [table.counts(rows - 1) for table in tables] == [(0, n) for n in range(1, 6)]
+    assert [table.trial_count for table in tables] == [1, 2, 3, 4, 5]
