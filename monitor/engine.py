@@ -365,6 +365,7 @@ class Monitor:
             """Count a payload's trials whole, if the run takes every one."""
             name = columns.run
             state = self._runs.get(name) or self._run_for_event(name)
+            questions = columns.factors.get("question")
             if state is None or not state.takes(
                 columns.models,
                 columns.questions,
@@ -373,6 +374,7 @@ class Monitor:
                 else int(columns.categories.max()),
                 columns.from_correct,
                 new_questions.setdefault(name, set()),
+                None if questions is None else questions.numbers,
             ):
                 return False
             _batch_of(batches, name).extend(columns)

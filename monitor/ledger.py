@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -108,15 +108,20 @@ class NumberedRows:
 
     def of(self, factors: Factors) -> NDArray[np.int64]:
         """Each distinct value's row, -1 where the numbering has none yet."""
-        numbers = factors.numbers
+        return self.of_values(factors.values, factors.numbers)
+
+    def of_values(
+        self, values: Sequence[str], numbers: NDArray[np.int64] | None
+    ) -> NDArray[np.int64]:
+        """:meth:`of` given the values and their integer ids (or None)."""
         if numbers is not None:
             rows = self._cache[numbers]
             if not rows.size or int(rows.min()) >= 0:
                 return rows
         rows = np.fromiter(
-            map(self._rows.get, factors.values, itertools.repeat(-1)),
+            map(self._rows.get, values, itertools.repeat(-1)),
             np.int64,
-            len(factors.values),
+            len(values),
         )
         if numbers is not None:
             self._cache[numbers] = rows  # -1 stays -1

@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.decisions import Standing, build_rule
-from monitor.ledger import NEW, run_starts
+from monitor.ledger import NEW, NumberedRows, run_starts
 from monitor.rubrics import RUBRICS
 from monitor.schema import MAX_ID_LENGTH, RejectionKind, RunConfig, TrialEvent
 from monitor.store import (
@@ -60,6 +60,9 @@ class RunState:
         # The run's questions, numbered once for all its models' tables.
         self._index = QuestionIndex(config.questions or [])
         self._question_rows = self._index.rows
+        self._question_numbers = NumberedRows(
+            cast("dict[str, int]", self._question_rows)
+        )
         # The models' count arrays, stacked: a batch of many models updates
         # them together (CountStorage.add_counts).
         self._storage = self._new_storage(len(config.models or []))
@@ -184,11 +187,13 @@ class RunState:
         top_category: int,
         from_correct: bool,
         new_questions: set[str],
+        numbers: NDArray[np.int64] | None = None,
     ) -> bool:
         """Whether :meth:`refusal` would take every trial of a batch.
 
         Given the batch's distinct models and questions (questions in
-        first-seen order), its largest category and whether some outcome
+        first-seen order; ``numbers``: their integer ids, if the wire found
+        them small integers), its largest category and whether some outcome
         came as ``correct``. On True, ``new_questions`` holds the batch's
         new questions as the trial-by-trial checks would have left it; on
         False it is unchanged, and the batch is checked trial by trial.
@@ -201,10 +206,9 @@ class RunState:
         if allowed is not None and not allowed.issuperset(models):
             return False
         known = self._question_rows
-        # One lookup per distinct question, in C, kept for apply.
-        rows = np.fromiter(
-            map(known.get, questions, itertools.repeat(-1)), np.int64, len(questions)
-        )
+        # One lookup per distinct question, in C (none for integer ids seen
+        # before), kept for apply.
+        rows = self._question_numbers.of_values(questions, numbers)
         self._looked_up = (questions, rows)
         if not rows.size or int(rows.min()) >= 0:  # the common case
             return True
