@@ -68,7 +68,7 @@ from redis.retry import Retry
 from redis.typing import EncodableT, FieldT
 
 from adapters.redis import keys
-from adapters.redis.changes import CellTable, add_costs, read_entry
+from adapters.redis.changes import CellTable, add_costs, integers, read_entry
 from monitor.errors import StoreError
 from monitor.schema import RunConfig
 from monitor.store import (
@@ -274,7 +274,7 @@ class RedisStore(TrialAsBatch):
                     calls.append(len(pipe))
                     stop = min(start + self._chunk_size, len(trials))
                     self._apply_trials(
-                        pipe, trials.run, _trial_arguments(trials, start, stop, quoted)
+                        pipe, trials.run, self._arguments(trials, start, stop, quoted)
                     )
                 positions.append(calls)
                 pipe.sadd(self._runs, trials.run)
@@ -320,7 +320,7 @@ class RedisStore(TrialAsBatch):
                     for start in range(0, len(trials), self._chunk_size):
                         stop = min(start + self._chunk_size, len(trials))
                         self._apply_trials(
-                            pipe, run, _trial_arguments(trials, start, stop, quoted)
+                            pipe, run, self._arguments(trials, start, stop, quoted)
                         )
                 for _ in letters.get(run, ()):
                     pipe.hincrby(keys.totals(self._prefix, run), "rejected", 1)
@@ -386,12 +386,13 @@ class RedisStore(TrialAsBatch):
 
     def _previous(self, run: str, replies: Sequence[Reply]) -> Previous:
         """Previous categories from the ``apply_trials`` replies of one batch."""
-        answers: list[int] = []
+        answers: list[str] = []
         for reply in replies:
             version, _, categories = _text(reply).partition("|")
             self._note_version(run, int(version))
-            answers.extend(int(value) for value in categories.split(","))
-        return answers
+            answers.append(categories)
+        # One NumPy parse, not an int() per trial.
+        return integers(",".join(answers)) if answers else np.zeros(0, np.int64)
 
     def counts_if_changed(
         self, run: str
@@ -619,6 +620,11 @@ class RedisStore(TrialAsBatch):
             "EVAL", script.script, len(run_keys), *run_keys, *arguments
         )
 
+    def _arguments(
+        self, trials: TrialBatch, start: int, stop: int, quoted: dict[str, str]
+    ) -> list[str | int]:
+        return _trial_arguments(trials, start, stop, quoted, self._writer)
+
     def _apply_trials(
         self, pipe: Pipeline | ClusterPipeline, run: str, arguments: list[str | int]
     ) -> None:
@@ -634,7 +640,7 @@ class RedisStore(TrialAsBatch):
                 keys.cell_numbers(self._prefix, run),
                 keys.cells(self._prefix, run),
             ],
-            [*arguments, self._writer],
+            arguments,
         )
 
     def _fire_events(
@@ -733,13 +739,13 @@ def _check_trials(trials: TrialBatch) -> None:
 
 
 def _trial_arguments(
-    trials: TrialBatch, start: int, stop: int, quoted: dict[str, str]
+    trials: TrialBatch, start: int, stop: int, quoted: dict[str, str], writer: str
 ) -> list[str | int]:
     """ARGV of ``apply_trials.lua`` for trials ``start:stop`` of the batch.
 
-    One argument per trial rather than three, and ids quoted once per batch
-    (``quoted`` caches their JSON): building and packing the command is
-    most of an apply's time in the client.
+    Each trial's trials field and counts cell as Redis stores them, so the
+    script builds no text per trial (Redis's time, shared by every worker),
+    and ids quoted once per batch (``quoted`` caches their JSON).
     """
 
     def quote(text: str) -> str:
@@ -748,29 +754,50 @@ def _trial_arguments(
             found = quoted[text] = json.dumps(text)
         return found
 
-    rows: dict[tuple[str, str, bool], int] = {}
-    encoded: list[str] = []
+    heads: dict[tuple[str, str, bool], str] = {}
+    fields: list[str] = []
+    cells: list[str] = []
+    categories: list[str] = []
+    rows = zip(
+        trials.model[start:stop],
+        trials.question[start:stop],
+        trials.prior[start:stop],
+        strict=True,
+    )
+    for row, trial, category in zip(
+        rows, trials.trial[start:stop], trials.category[start:stop], strict=True
+    ):
+        head = heads.get(row)
+        if head is None:
+            head = heads[row] = f"[{quote(row[0])},{quote(row[1])},{int(row[2])},"
+        fields.append(f"{head}{quoted.get(trial) or quote(trial)}]")
+        text = str(category)
+        categories.append(text)
+        cells.append(f"{head}{text}]")
     costs: list[str | int] = []
-    for number, index in enumerate(range(start, stop), start=1):
-        model = trials.model[index]
-        row = rows.setdefault(
-            (model, trials.question[index], trials.prior[index]), len(rows) + 1
-        )
-        trial = quote(trials.trial[index])
-        encoded.append(f"{row}:{trials.category[index]}:{trial}")
-        tokens, seconds = trials.tokens[index], trials.seconds[index]
-        if tokens is not None or seconds is not None:
-            costs += [
-                number,
-                quote(model),
-                "" if tokens is None else tokens,
-                "" if seconds is None else repr(float(seconds)),
-            ]
-    row_texts = [
-        f"[{quote(model)},{quote(question)},{int(prior)}]"
-        for model, question, prior in rows
+    tokens, seconds = trials.tokens[start:stop], trials.seconds[start:stop]
+    if tokens.count(None) + seconds.count(None) < 2 * (stop - start):
+        reported = zip(tokens, seconds, strict=True)
+        for number, (spent, took) in enumerate(reported, start=1):
+            if spent is not None or took is not None:
+                costs += [
+                    number,
+                    quote(trials.model[start + number - 1]),
+                    "" if spent is None else spent,
+                    "" if took is None else repr(float(took)),
+                ]
+    # Most chunks name each trial once: the script then keeps no table of
+    # the categories it has set.
+    repeats = len(set(fields)) < len(fields)
+    return [
+        stop - start,
+        int(repeats),
+        writer,
+        *fields,
+        *cells,
+        *categories,
+        *costs,
     ]
-    return [stop - start, len(rows), *row_texts, *encoded, *costs]
 
 
 def _model_counts(
