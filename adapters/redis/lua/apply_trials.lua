@@ -50,8 +50,12 @@ local at_fields, at_cells, at_categories = 3, n + 3, 2 * n + 3
 -- unpack() is bounded by the Lua stack, so long argument lists go in slices.
 local SLICE = 1000
 local function read_hash(key, fields, offset, count)
-  local values = {}
-  for first = 1, count, SLICE do
+  if count == 0 then
+    return {}
+  end
+  local values = redis.call('HMGET', key, unpack(fields, offset + 1,
+    offset + math.min(SLICE, count)))
+  for first = SLICE + 1, count, SLICE do
     local got = redis.call('HMGET', key, unpack(fields, offset + first,
       offset + math.min(first + SLICE - 1, count)))
     for k = 1, #got do
@@ -108,7 +112,7 @@ local totals = redis.call('HMGET', KEYS[3],
 
 -- The cells whose count moves, each once, in the order first met.
 local latest, deltas, spent, models, previous, writes = {}, {}, {}, {}, {}, {}
-local cells, written = {}, 0
+local cells, cell_count, written = {}, 0, 0
 local new, duplicates, corrections = 0, 0, 0
 local function add(cell, delta)
   local sum = deltas[cell]
@@ -116,7 +120,8 @@ local function add(cell, delta)
     deltas[cell] = sum + delta
   else
     deltas[cell] = delta
-    cells[#cells + 1] = cell
+    cell_count = cell_count + 1
+    cells[cell_count] = cell
   end
 end
 for i = 1, n do
@@ -138,7 +143,8 @@ for i = 1, n do
       deltas[cell] = sum + 1
     else
       deltas[cell] = 1
-      cells[#cells + 1] = cell
+      cell_count = cell_count + 1
+      cells[cell_count] = cell
     end
     local j = costs and cost_at[i]
     if j then
@@ -172,33 +178,37 @@ for i = 1, n do
 end
 
 -- The cells that moved, their counts and their numbers.
-local moved, moved_by = {}, {}
-for c = 1, #cells do
+local moved, moved_by, moves = {}, {}, 0
+for c = 1, cell_count do
   local delta = deltas[cells[c]]
   if delta ~= 0 then
-    moved[#moved + 1] = cells[c]
-    moved_by[#moved_by + 1] = delta
+    moves = moves + 1
+    moved[moves] = cells[c]
+    moved_by[moves] = delta
   end
 end
-local counts = read_hash(KEYS[2], moved, 0, #moved)
-local numbers = read_hash(KEYS[6], moved, 0, #moved)
+local counts = read_hash(KEYS[2], moved, 0, moves)
+local numbers = read_hash(KEYS[6], moved, 0, moves)
 local numbered = redis.call('LLEN', KEYS[7])
 local counted = {
   integer(totals[1], 'trials'), integer(totals[2], 'duplicates'),
   integer(totals[3], 'corrections'), integer(totals[4], 'version'),
 }
 local sums, delta_texts, unnumbered, numbering = {}, {}, {}, {}
-for m = 1, #moved do
+local new_cells = 0
+for m = 1, moves do
   local cell, delta = moved[m], moved_by[m]
+  local count = counts[m]
   sums[2 * m - 1] = cell
-  sums[2 * m] = text(integer(counts[m], 'a count') + delta)
+  sums[2 * m] = text((count and integer(count, 'a count') or 0) + delta)
   delta_texts[m] = text(delta)
   if not numbers[m] then
-    local number = text(numbered + #unnumbered)
+    local number = text(numbered + new_cells)
+    new_cells = new_cells + 1
     numbers[m] = number
-    unnumbered[#unnumbered + 1] = cell
-    numbering[#numbering + 1] = cell
-    numbering[#numbering + 1] = number
+    unnumbered[new_cells] = cell
+    numbering[2 * new_cells - 1] = cell
+    numbering[2 * new_cells] = number
   end
 end
 -- The costs this chunk adds to (read so a wrong value fails here).
