@@ -93,6 +93,8 @@ DEFAULT_WIDTH: Final = 2
 SLOT_MAP_MAX_AGE_S: Final = 5.0
 # Change-log entries read per round trip when catching up with other writers.
 CHANGES_PER_READ: Final = 1000
+# How many quoted ids a store keeps before it starts over.
+QUOTED_LIMIT: Final = 100_000
 
 # A reply is text or bytes depending on the client's decode_responses.
 Reply = str | bytes
@@ -146,6 +148,11 @@ class RedisStore(TrialAsBatch):
         # names cells by number).
         self._cells: dict[str, CellTable] = {}
         self._chunk_size = chunk_size
+        # Ids as JSON strings, and rows as the text their fields start with,
+        # kept across batches (a run's ids recur in every batch); emptied
+        # past QUOTED_LIMIT entries.
+        self._quoted: dict[str, str] = {}
+        self._heads: dict[tuple[str, str, bool], str] = {}
         self._dead_letter_limit = dead_letter_limit
         self._wait_ms = max(1, int(timeout_s * 500))
         self._map_read_at = time.monotonic()
@@ -267,14 +274,13 @@ class RedisStore(TrialAsBatch):
         with _translated("apply a batch"):
             pipe = self._client.pipeline(transaction=True)
             positions: list[list[int]] = []
-            quoted: dict[str, str] = {}
             for trials in batch.trials:
                 calls = []
                 for start in range(0, len(trials), self._chunk_size):
                     calls.append(len(pipe))
                     stop = min(start + self._chunk_size, len(trials))
                     self._apply_trials(
-                        pipe, trials.run, self._arguments(trials, start, stop, quoted)
+                        pipe, trials.run, self._arguments(trials, start, stop)
                     )
                 positions.append(calls)
                 pipe.sadd(self._runs, trials.run)
@@ -306,7 +312,6 @@ class RedisStore(TrialAsBatch):
             if letter.run is not None:
                 letters.setdefault(letter.run, []).append(letter)
         runs = list(dict.fromkeys([t.run for t in batch.trials] + list(letters)))
-        quoted: dict[str, str] = {}
         previous: list[Previous] = []
         with _translated("apply a batch"):
             if runs:
@@ -320,7 +325,7 @@ class RedisStore(TrialAsBatch):
                     for start in range(0, len(trials), self._chunk_size):
                         stop = min(start + self._chunk_size, len(trials))
                         self._apply_trials(
-                            pipe, run, self._arguments(trials, start, stop, quoted)
+                            pipe, run, self._arguments(trials, start, stop)
                         )
                 for _ in letters.get(run, ()):
                     pipe.hincrby(keys.totals(self._prefix, run), "rejected", 1)
@@ -620,10 +625,13 @@ class RedisStore(TrialAsBatch):
             "EVAL", script.script, len(run_keys), *run_keys, *arguments
         )
 
-    def _arguments(
-        self, trials: TrialBatch, start: int, stop: int, quoted: dict[str, str]
-    ) -> list[str | int]:
-        return _trial_arguments(trials, start, stop, quoted, self._writer)
+    def _arguments(self, trials: TrialBatch, start: int, stop: int) -> list[str | int]:
+        if len(self._quoted) + len(self._heads) > QUOTED_LIMIT:
+            self._quoted.clear()
+            self._heads.clear()
+        return _trial_arguments(
+            trials, start, stop, self._quoted, self._heads, self._writer
+        )
 
     def _apply_trials(
         self, pipe: Pipeline | ClusterPipeline, run: str, arguments: list[str | int]
@@ -739,13 +747,19 @@ def _check_trials(trials: TrialBatch) -> None:
 
 
 def _trial_arguments(
-    trials: TrialBatch, start: int, stop: int, quoted: dict[str, str], writer: str
+    trials: TrialBatch,
+    start: int,
+    stop: int,
+    quoted: dict[str, str],
+    heads: dict[tuple[str, str, bool], str],
+    writer: str,
 ) -> list[str | int]:
     """ARGV of ``apply_trials.lua`` for trials ``start:stop`` of the batch.
 
     Each trial's trials field and counts cell as Redis stores them, so the
     script builds no text per trial (Redis's time, shared by every worker),
-    and ids quoted once per batch (``quoted`` caches their JSON).
+    and ids quoted once (``quoted`` caches their JSON, ``heads`` each row's
+    text up to the trial or category).
     """
 
     def quote(text: str) -> str:
@@ -754,7 +768,6 @@ def _trial_arguments(
             found = quoted[text] = json.dumps(text)
         return found
 
-    heads: dict[tuple[str, str, bool], str] = {}
     fields: list[str] = []
     cells: list[str] = []
     categories: list[str] = []
