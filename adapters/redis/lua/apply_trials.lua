@@ -80,7 +80,7 @@ local function text(number)
   end
   return found
 end
--- A stored count as a number; past 2^53 a double would round it.
+-- A stored integer as a number; past 2^53 a double would round it.
 local function integer(value, what)
   if not value then
     return 0
@@ -221,7 +221,9 @@ for k = 1, #models do
 end
 local costs_before = read_hash(KEYS[4], cost_fields, 0, #cost_fields)
 for k = 1, #cost_fields do
-  if costs_before[k] and not tonumber(costs_before[k]) then
+  if k % 3 ~= 0 then
+    integer(costs_before[k], 'a cost')
+  elseif costs_before[k] and not tonumber(costs_before[k]) then
     error('apply_trials: a cost is not a number: ' .. costs_before[k])
   end
 end
