@@ -70,6 +70,7 @@ from redis.typing import EncodableT, FieldT
 from adapters.redis import keys
 from adapters.redis.changes import CellTable, add_costs, integers, read_entry
 from monitor.errors import StoreError
+from monitor.ledger import NEW
 from monitor.schema import RunConfig
 from monitor.store import (
     Batch,
@@ -297,7 +298,7 @@ class RedisStore(TrialAsBatch):
                     self._versions[trials.run] = -1
                 raise
         return [
-            self._previous(trials.run, [replies[call] for call in calls])
+            self._previous(trials.run, [replies[call] for call in calls], len(trials))
             for trials, calls in zip(batch.trials, positions, strict=True)
         ]
 
@@ -350,7 +351,7 @@ class RedisStore(TrialAsBatch):
         for trials in batch.trials:
             chunks = -(-len(trials) // self._chunk_size)
             replies = by_run[trials.run]
-            previous.append(self._previous(trials.run, replies[:chunks]))
+            previous.append(self._previous(trials.run, replies[:chunks], len(trials)))
             by_run[trials.run] = replies[chunks:]
         return previous
 
@@ -389,15 +390,21 @@ class RedisStore(TrialAsBatch):
             self._client.nodes_manager.initialize()
             raise StoreError(f"no replica acknowledged the writes to run {run!r}")
 
-    def _previous(self, run: str, replies: Sequence[Reply]) -> Previous:
+    def _previous(self, run: str, replies: Sequence[Reply], count: int) -> Previous:
         """Previous categories from the ``apply_trials`` replies of one batch."""
-        answers: list[str] = []
-        for reply in replies:
+        sizes = [
+            min(self._chunk_size, count - start)
+            for start in range(0, count, self._chunk_size)
+        ]
+        answers: list[NDArray[np.int64]] = []
+        for reply, size in zip(replies, sizes, strict=True):
             version, _, categories = _text(reply).partition("|")
             self._note_version(run, int(version))
-            answers.append(categories)
-        # One NumPy parse, not an int() per trial.
-        return integers(",".join(answers)) if answers else np.zeros(0, np.int64)
+            # One NumPy parse per chunk, not an int() per trial.
+            answers.append(
+                np.full(size, NEW) if categories == "new" else integers(categories)
+            )
+        return np.concatenate(answers) if answers else np.zeros(0, np.int64)
 
     def counts_if_changed(
         self, run: str

@@ -30,7 +30,7 @@
 --
 -- Returns "<version>|<previous categories>": the run's version after this
 -- chunk, then the previous category of every trial, comma-separated, -1 for
--- a new one. A repeat inside the chunk sees the delivery before it, as
+-- a new one, or "new" when every trial was new. A repeat inside the chunk sees the delivery before it, as
 -- monitor.ledger does. Every read happens before the first write, so an
 -- error (a key of the wrong type, a count that is not an integer) leaves
 -- the keys untouched.
@@ -136,7 +136,6 @@ for i = 1, n do
     latest[field] = category
   end
   if not before then
-    previous[i] = '-1'
     new = new + 1
     local sum = deltas[cell]
     if sum then
@@ -264,5 +263,13 @@ if new + corrections > 0 and version > logged then
     'w', writer, 'i', table.concat(numbers, ','),
     'n', table.concat(delta_texts, ','),
     'c', '[' .. table.concat(sums_out, ',') .. ']')
+end
+if new == n then
+  return text(version) .. '|new'
+end
+for i = 1, n do
+  if not previous[i] then
+    previous[i] = '-1'
+  end
 end
 return text(version) .. '|' .. table.concat(previous, ',')
