@@ -740,17 +740,26 @@ def _check_trials(trials: TrialBatch) -> None:
         raise ValueError(
             f"trial batch of run {trials.run!r} has columns of unequal length"
         )
-    for category in trials.category:
-        if not isinstance(category, int) or isinstance(category, bool) or category < 0:
-            raise ValueError(f"category must be an integer >= 0; got {category!r}")
-    for tokens in trials.tokens:
-        if tokens is not None and (
-            not isinstance(tokens, int) or isinstance(tokens, bool)
-        ):
-            raise ValueError(f"tokens must be an integer or None; got {tokens!r}")
-    for seconds in trials.seconds:
-        if seconds is not None and not math.isfinite(seconds):
-            raise ValueError(f"seconds must be finite or None; got {seconds!r}")
+    # Plain ints and Nones pass in C loops; anything else item by item.
+    categories = trials.category
+    if not (set(map(type, categories)) <= {int} and min(categories, default=0) >= 0):
+        for category in categories:
+            if (
+                not isinstance(category, int)
+                or isinstance(category, bool)
+                or category < 0
+            ):
+                raise ValueError(f"category must be an integer >= 0; got {category!r}")
+    if not set(map(type, trials.tokens)) <= {int, type(None)}:
+        for tokens in trials.tokens:
+            if tokens is not None and (
+                not isinstance(tokens, int) or isinstance(tokens, bool)
+            ):
+                raise ValueError(f"tokens must be an integer or None; got {tokens!r}")
+    if trials.seconds.count(None) < len(trials.seconds):
+        for seconds in trials.seconds:
+            if seconds is not None and not math.isfinite(seconds):
+                raise ValueError(f"seconds must be finite or None; got {seconds!r}")
 
 
 def _trial_arguments(

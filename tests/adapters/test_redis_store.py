@@ -803,6 +803,28 @@ def test_a_malformed_batch_is_refused_before_anything_is_applied(
     chunked.close()
 
 
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("category", True),
+        ("category", 1.0),
+        ("category", -2),
+        ("tokens", True),
+        ("tokens", 1.5),
+        ("seconds", float("inf")),
+        ("seconds", float("nan")),
+    ],
+)
+def test_a_bad_value_in_any_column_is_refused(
+    store: RedisStore, column: str, value: object
+) -> None:
+    batch = trial_batch("r", [("a", str(q), "0", False, 1, 2, 0.5) for q in range(5)])
+    getattr(batch, column)[3] = value
+    with pytest.raises(ValueError, match=column):
+        store.apply(Batch([batch]))
+    assert store.load() == StoredState()
+
+
 def test_a_client_that_returns_bytes_reads_the_same_state(
     redis: RedisServer, store: RedisStore
 ) -> None:
