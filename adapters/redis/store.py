@@ -94,7 +94,7 @@ DEFAULT_WIDTH: Final = 2
 SLOT_MAP_MAX_AGE_S: Final = 5.0
 # Change-log entries read per round trip when catching up with other writers.
 CHANGES_PER_READ: Final = 1000
-# How many quoted ids a store keeps before it starts over.
+# How many quoted ids and row texts a store keeps before it starts over.
 QUOTED_LIMIT: Final = 100_000
 
 # A reply is text or bytes depending on the client's decode_responses.
@@ -401,9 +401,12 @@ class RedisStore(TrialAsBatch):
             version, _, categories = _text(reply).partition("|")
             self._note_version(run, int(version))
             # One NumPy parse per chunk, not an int() per trial.
-            answers.append(
-                np.full(size, NEW) if categories == "new" else integers(categories)
-            )
+            answer = np.full(size, NEW) if categories == "new" else integers(categories)
+            if answer.size != size:
+                raise StoreError(
+                    f"apply_trials answered {answer.size} of {size} trials"
+                )
+            answers.append(answer)
         return np.concatenate(answers) if answers else np.zeros(0, np.int64)
 
     def counts_if_changed(
