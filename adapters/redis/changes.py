@@ -120,8 +120,8 @@ def read_entry(
         raise ValueError("change-log entry without cell numbers")
     if not listed:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    numbers = _integers(listed)
-    deltas = _integers(fields["n"])
+    numbers = integers(listed)
+    deltas = integers(fields["n"])
     if numbers.size != deltas.size or int(numbers.min()) < 0:
         raise ValueError(
             f"change-log entry has {numbers.size} cells and {deltas.size} deltas"
@@ -142,7 +142,7 @@ def add_costs(
         )
 
 
-def _integers(text: str) -> NDArray[np.int64]:
+def integers(text: str) -> NDArray[np.int64]:
     """Comma-separated decimal integers, parsed in one go."""
     with warnings.catch_warnings():
         # NumPy warns (newer ones raise ValueError) at a bad item.

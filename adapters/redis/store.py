@@ -68,8 +68,9 @@ from redis.retry import Retry
 from redis.typing import EncodableT, FieldT
 
 from adapters.redis import keys
-from adapters.redis.changes import CellTable, add_costs, read_entry
+from adapters.redis.changes import CellTable, add_costs, integers, read_entry
 from monitor.errors import StoreError
+from monitor.ledger import NEW
 from monitor.schema import RunConfig
 from monitor.store import (
     Batch,
@@ -93,6 +94,8 @@ DEFAULT_WIDTH: Final = 2
 SLOT_MAP_MAX_AGE_S: Final = 5.0
 # Change-log entries read per round trip when catching up with other writers.
 CHANGES_PER_READ: Final = 1000
+# How many quoted ids and row texts a store keeps before it starts over.
+QUOTED_LIMIT: Final = 100_000
 
 # A reply is text or bytes depending on the client's decode_responses.
 Reply = str | bytes
@@ -146,6 +149,11 @@ class RedisStore(TrialAsBatch):
         # names cells by number).
         self._cells: dict[str, CellTable] = {}
         self._chunk_size = chunk_size
+        # Ids as JSON strings, and rows as the text their fields start with,
+        # kept across batches (a run's ids recur in every batch); emptied
+        # past QUOTED_LIMIT entries.
+        self._quoted: dict[str, str] = {}
+        self._heads: dict[tuple[str, str, bool], str] = {}
         self._dead_letter_limit = dead_letter_limit
         self._wait_ms = max(1, int(timeout_s * 500))
         self._map_read_at = time.monotonic()
@@ -267,14 +275,13 @@ class RedisStore(TrialAsBatch):
         with _translated("apply a batch"):
             pipe = self._client.pipeline(transaction=True)
             positions: list[list[int]] = []
-            quoted: dict[str, str] = {}
             for trials in batch.trials:
                 calls = []
                 for start in range(0, len(trials), self._chunk_size):
                     calls.append(len(pipe))
                     stop = min(start + self._chunk_size, len(trials))
                     self._apply_trials(
-                        pipe, trials.run, _trial_arguments(trials, start, stop, quoted)
+                        pipe, trials.run, self._arguments(trials, start, stop)
                     )
                 positions.append(calls)
                 pipe.sadd(self._runs, trials.run)
@@ -291,7 +298,7 @@ class RedisStore(TrialAsBatch):
                     self._versions[trials.run] = -1
                 raise
         return [
-            self._previous(trials.run, [replies[call] for call in calls])
+            self._previous(trials.run, [replies[call] for call in calls], len(trials))
             for trials, calls in zip(batch.trials, positions, strict=True)
         ]
 
@@ -306,7 +313,6 @@ class RedisStore(TrialAsBatch):
             if letter.run is not None:
                 letters.setdefault(letter.run, []).append(letter)
         runs = list(dict.fromkeys([t.run for t in batch.trials] + list(letters)))
-        quoted: dict[str, str] = {}
         previous: list[Previous] = []
         with _translated("apply a batch"):
             if runs:
@@ -320,7 +326,7 @@ class RedisStore(TrialAsBatch):
                     for start in range(0, len(trials), self._chunk_size):
                         stop = min(start + self._chunk_size, len(trials))
                         self._apply_trials(
-                            pipe, run, _trial_arguments(trials, start, stop, quoted)
+                            pipe, run, self._arguments(trials, start, stop)
                         )
                 for _ in letters.get(run, ()):
                     pipe.hincrby(keys.totals(self._prefix, run), "rejected", 1)
@@ -345,7 +351,7 @@ class RedisStore(TrialAsBatch):
         for trials in batch.trials:
             chunks = -(-len(trials) // self._chunk_size)
             replies = by_run[trials.run]
-            previous.append(self._previous(trials.run, replies[:chunks]))
+            previous.append(self._previous(trials.run, replies[:chunks], len(trials)))
             by_run[trials.run] = replies[chunks:]
         return previous
 
@@ -384,14 +390,24 @@ class RedisStore(TrialAsBatch):
             self._client.nodes_manager.initialize()
             raise StoreError(f"no replica acknowledged the writes to run {run!r}")
 
-    def _previous(self, run: str, replies: Sequence[Reply]) -> Previous:
+    def _previous(self, run: str, replies: Sequence[Reply], count: int) -> Previous:
         """Previous categories from the ``apply_trials`` replies of one batch."""
-        answers: list[int] = []
-        for reply in replies:
+        sizes = [
+            min(self._chunk_size, count - start)
+            for start in range(0, count, self._chunk_size)
+        ]
+        answers: list[NDArray[np.int64]] = []
+        for reply, size in zip(replies, sizes, strict=True):
             version, _, categories = _text(reply).partition("|")
             self._note_version(run, int(version))
-            answers.extend(int(value) for value in categories.split(","))
-        return answers
+            # One NumPy parse per chunk, not an int() per trial.
+            answer = np.full(size, NEW) if categories == "new" else integers(categories)
+            if answer.size != size:
+                raise StoreError(
+                    f"apply_trials answered {answer.size} of {size} trials"
+                )
+            answers.append(answer)
+        return np.concatenate(answers) if answers else np.zeros(0, np.int64)
 
     def counts_if_changed(
         self, run: str
@@ -619,6 +635,14 @@ class RedisStore(TrialAsBatch):
             "EVAL", script.script, len(run_keys), *run_keys, *arguments
         )
 
+    def _arguments(self, trials: TrialBatch, start: int, stop: int) -> list[str | int]:
+        if len(self._quoted) + len(self._heads) > QUOTED_LIMIT:
+            self._quoted.clear()
+            self._heads.clear()
+        return _trial_arguments(
+            trials, start, stop, self._quoted, self._heads, self._writer
+        )
+
     def _apply_trials(
         self, pipe: Pipeline | ClusterPipeline, run: str, arguments: list[str | int]
     ) -> None:
@@ -634,7 +658,7 @@ class RedisStore(TrialAsBatch):
                 keys.cell_numbers(self._prefix, run),
                 keys.cells(self._prefix, run),
             ],
-            [*arguments, self._writer],
+            arguments,
         )
 
     def _fire_events(
@@ -719,27 +743,42 @@ def _check_trials(trials: TrialBatch) -> None:
         raise ValueError(
             f"trial batch of run {trials.run!r} has columns of unequal length"
         )
-    for category in trials.category:
-        if not isinstance(category, int) or isinstance(category, bool) or category < 0:
-            raise ValueError(f"category must be an integer >= 0; got {category!r}")
-    for tokens in trials.tokens:
-        if tokens is not None and (
-            not isinstance(tokens, int) or isinstance(tokens, bool)
-        ):
-            raise ValueError(f"tokens must be an integer or None; got {tokens!r}")
-    for seconds in trials.seconds:
-        if seconds is not None and not math.isfinite(seconds):
-            raise ValueError(f"seconds must be finite or None; got {seconds!r}")
+    # Plain ints and Nones pass in C loops; anything else item by item.
+    categories = trials.category
+    if not (set(map(type, categories)) <= {int} and min(categories, default=0) >= 0):
+        for category in categories:
+            if (
+                not isinstance(category, int)
+                or isinstance(category, bool)
+                or category < 0
+            ):
+                raise ValueError(f"category must be an integer >= 0; got {category!r}")
+    if not set(map(type, trials.tokens)) <= {int, type(None)}:
+        for tokens in trials.tokens:
+            if tokens is not None and (
+                not isinstance(tokens, int) or isinstance(tokens, bool)
+            ):
+                raise ValueError(f"tokens must be an integer or None; got {tokens!r}")
+    if trials.seconds.count(None) < len(trials.seconds):
+        for seconds in trials.seconds:
+            if seconds is not None and not math.isfinite(seconds):
+                raise ValueError(f"seconds must be finite or None; got {seconds!r}")
 
 
 def _trial_arguments(
-    trials: TrialBatch, start: int, stop: int, quoted: dict[str, str]
+    trials: TrialBatch,
+    start: int,
+    stop: int,
+    quoted: dict[str, str],
+    heads: dict[tuple[str, str, bool], str],
+    writer: str,
 ) -> list[str | int]:
     """ARGV of ``apply_trials.lua`` for trials ``start:stop`` of the batch.
 
-    One argument per trial rather than three, and ids quoted once per batch
-    (``quoted`` caches their JSON): building and packing the command is
-    most of an apply's time in the client.
+    Each trial's trials field and counts cell as Redis stores them, so the
+    script builds no text per trial (Redis's time, shared by every worker),
+    and ids quoted once (``quoted`` caches their JSON, ``heads`` each row's
+    text up to the trial or category).
     """
 
     def quote(text: str) -> str:
@@ -748,29 +787,49 @@ def _trial_arguments(
             found = quoted[text] = json.dumps(text)
         return found
 
-    rows: dict[tuple[str, str, bool], int] = {}
-    encoded: list[str] = []
+    fields: list[str] = []
+    cells: list[str] = []
+    categories: list[str] = []
+    rows = zip(
+        trials.model[start:stop],
+        trials.question[start:stop],
+        trials.prior[start:stop],
+        strict=True,
+    )
+    for row, trial, category in zip(
+        rows, trials.trial[start:stop], trials.category[start:stop], strict=True
+    ):
+        head = heads.get(row)
+        if head is None:
+            head = heads[row] = f"[{quote(row[0])},{quote(row[1])},{int(row[2])},"
+        fields.append(f"{head}{quoted.get(trial) or quote(trial)}]")
+        text = str(category)
+        categories.append(text)
+        cells.append(f"{head}{text}]")
     costs: list[str | int] = []
-    for number, index in enumerate(range(start, stop), start=1):
-        model = trials.model[index]
-        row = rows.setdefault(
-            (model, trials.question[index], trials.prior[index]), len(rows) + 1
-        )
-        trial = quote(trials.trial[index])
-        encoded.append(f"{row}:{trials.category[index]}:{trial}")
-        tokens, seconds = trials.tokens[index], trials.seconds[index]
-        if tokens is not None or seconds is not None:
-            costs += [
-                number,
-                quote(model),
-                "" if tokens is None else tokens,
-                "" if seconds is None else repr(float(seconds)),
-            ]
-    row_texts = [
-        f"[{quote(model)},{quote(question)},{int(prior)}]"
-        for model, question, prior in rows
+    tokens, seconds = trials.tokens[start:stop], trials.seconds[start:stop]
+    if tokens.count(None) + seconds.count(None) < 2 * (stop - start):
+        reported = zip(tokens, seconds, strict=True)
+        for number, (spent, took) in enumerate(reported, start=1):
+            if spent is not None or took is not None:
+                costs += [
+                    number,
+                    quote(trials.model[start + number - 1]),
+                    "" if spent is None else spent,
+                    "" if took is None else repr(float(took)),
+                ]
+    # Most chunks name each trial once: the script then keeps no table of
+    # the categories it has set.
+    repeats = len(set(fields)) < len(fields)
+    return [
+        stop - start,
+        int(repeats),
+        writer,
+        *fields,
+        *cells,
+        *categories,
+        *costs,
     ]
-    return [stop - start, len(rows), *row_texts, *encoded, *costs]
 
 
 def _model_counts(

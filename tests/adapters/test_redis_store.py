@@ -194,6 +194,204 @@ def test_random_batches_get_the_same_answers_as_the_memory_store(
         delete_keys(redis.url, prefix)
 
 
+Cell = tuple[str, str, bool, int]
+Costs = dict[str, tuple[int, int, float]]
+
+
+def cells_of(counts: Mapping[str, ModelCounts]) -> tuple[dict[Cell, int], Costs]:
+    """The counts as cell -> count (no zeros), and the costs per model."""
+    cells: dict[Cell, int] = {}
+    for model, value in counts.items():
+        for question, observed, prior in zip(
+            value.questions, value.observed, value.prior, strict=True
+        ):
+            for flag, row in ((False, observed), (True, prior)):
+                for category, count in enumerate(row):
+                    if count:
+                        cells[(model, question, flag, category)] = count
+    costs = {
+        model: (value.costed_trials, value.tokens, value.seconds)
+        for model, value in counts.items()
+        if value.costed_trials or value.tokens or value.seconds
+    }
+    return cells, costs
+
+
+class Follower:
+    """Another worker's view of a run, kept up through the change log."""
+
+    def __init__(self, store: RedisStore, run: str) -> None:
+        self.store, self.run = store, run
+        self.cells, self.costs = cells_of(store.counts(run))
+        self.logged = 0
+
+    def catch_up(self) -> None:
+        changes = self.store.counts_if_changed(self.run)
+        if isinstance(changes, dict):
+            self.cells, self.costs = cells_of(changes)
+        elif changes is not None:
+            self.logged += 1
+            for cell, delta in changes.cells.items():
+                self.cells[cell] = self.cells.get(cell, 0) + delta
+                if not self.cells[cell]:
+                    del self.cells[cell]
+            for model, (trials, tokens, seconds) in changes.costs.items():
+                before = self.costs.get(model, (0, 0, 0.0))
+                self.costs[model] = (
+                    before[0] + trials,
+                    before[1] + tokens,
+                    before[2] + seconds,
+                )
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    pieces=st.lists(trials_strategy, min_size=1, max_size=6),
+    chunk_size=st.sampled_from([2, 5, 2000]),
+)
+def test_a_follower_of_the_change_log_sees_the_stored_counts_and_costs(
+    redis: RedisServer, prefix: str, pieces: list[list[Trial]], chunk_size: int
+) -> None:
+    delete_keys(redis.url, prefix)
+    writer = RedisStore(redis.url, prefix, chunk_size=chunk_size)
+    follower = Follower(RedisStore(redis.url, prefix), "r")
+    memory = MemoryStore()
+    try:
+        for target in (memory, writer):
+            target.save_config(RunConfig(run="r", weights=WEIGHTS))
+        for piece in pieces:
+            batch = Batch([trial_batch("r", piece)])
+            assert as_lists(writer.apply(batch)) == as_lists(memory.apply(batch))
+            follower.catch_up()
+            expected = cells_of(memory.counts("r"))
+            assert cells_of(writer.counts("r")) == expected
+            assert (follower.cells, follower.costs) == expected
+    finally:
+        writer.close()
+        follower.store.close()
+        delete_keys(redis.url, prefix)
+
+
+def test_chunks_past_the_slice_size_count_and_log_as_in_memory(
+    redis: RedisServer, store: RedisStore
+) -> None:
+    # The script reads and writes its hashes 1,000 fields at a time: chunks
+    # of 2,500 trials moving over 1,000 cells at once, with duplicates,
+    # corrections that cancel, repeats inside the chunk and costs.
+    rng = np.random.default_rng(11)
+    writer = RedisStore(redis.url, store.prefix, chunk_size=2500)
+    follower = Follower(store, "r")
+    memory = MemoryStore()
+    for target in (memory, writer):
+        target.save_config(RunConfig(run="r", weights=WEIGHTS))
+    first: list[Trial] = [
+        (f"m{i % 7}", str(i // 7), str(i % 3), bool(i % 2), i % 3, i, None)
+        for i in range(2500)
+    ]
+    later: list[Trial] = [
+        (model, question, trial, prior, int(rng.integers(0, 3)), tokens, 0.25)
+        for model, question, trial, prior, _, tokens, _ in (
+            first[int(i)] for i in rng.integers(0, 2500, size=2500)
+        )
+    ]
+    fresh: list[Trial] = [
+        (f"n{i}", "q", "t", False, i % 3, None, 0.5) for i in range(1200)
+    ]
+    for piece in (first, later, later[::-1], fresh + first[:1300]):
+        batch = Batch([trial_batch("r", piece)])
+        assert as_lists(writer.apply(batch)) == as_lists(memory.apply(batch))
+        follower.catch_up()
+        expected = cells_of(memory.counts("r"))
+        assert cells_of(writer.counts("r")) == expected
+        assert (follower.cells, follower.costs) == expected
+    # Every change came through the log, none through a whole re-read.
+    assert follower.logged == 4
+    assert writer.totals("r") == memory.totals("r")
+    writer.close()
+    # Each cell numbered once: the list and the numbers agree.
+    with Redis.from_url(redis.url, decode_responses=True) as client:
+        numbered = client.lrange(redis_keys.cells(store.prefix, "r"), 0, -1)
+        numbers = client.hgetall(redis_keys.cell_numbers(store.prefix, "r"))
+    assert len(set(numbered)) == len(numbered) == len(numbers) > 2000
+    assert all(numbered[int(number)] == cell for cell, number in numbers.items())
+
+
+def test_counts_and_totals_past_two_to_the_31_stay_exact(
+    redis: RedisServer, store: RedisStore
+) -> None:
+    store.save_config(RunConfig(run="r", weights=WEIGHTS))
+    store.apply(Batch([trial_batch("r", [("m", "q", "t0", False, 1, None, None)])]))
+    large = 2**31 + 5
+    larger = 2**53 - 10
+    with Redis.from_url(redis.url) as client:
+        counts_key = redis_keys.counts(store.prefix, "r")
+        client.hset(counts_key, '["m","q",0,1]', large)
+        client.hset(counts_key, '["m","q",0,2]', larger)
+        client.hset(redis_keys.totals(store.prefix, "r"), "trials", 2**40)
+    follower = Follower(RedisStore(redis.url, store.prefix), "r")
+    store.apply(
+        Batch(
+            [
+                trial_batch(
+                    "r",
+                    [
+                        ("m", "q", "t1", False, 1, None, None),
+                        ("m", "q", "t2", False, 2, None, None),
+                        ("m", "q", "t3", False, 2, None, None),
+                        ("m", "q", "t0", False, 2, None, None),
+                    ],
+                )
+            ]
+        )
+    )
+    cells, _ = cells_of(store.counts("r"))
+    assert cells == {("m", "q", False, 1): large, ("m", "q", False, 2): larger + 3}
+    assert store.totals("r").trials == 2**40 + 3
+    follower.catch_up()
+    assert follower.cells == cells and follower.logged == 1
+    with Redis.from_url(redis.url, decode_responses=True) as client:
+        stored = client.hget(redis_keys.counts(store.prefix, "r"), '["m","q",0,2]')
+    assert stored == str(larger + 3)
+    follower.store.close()
+
+
+def run_keys_dump(url: str, prefix: str, run: str) -> dict[str, object]:
+    """Every key of a run, dumped, to tell whether anything changed."""
+    with Redis.from_url(url) as client:
+        return {key: client.dump(key) for key in redis_keys.run_keys(prefix, run)}
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["a count not an integer", "a count past 2^53", "costs of the wrong type"],
+)
+def test_a_chunk_that_fails_leaves_every_key_untouched(
+    redis: RedisServer, store: RedisStore, damage: str
+) -> None:
+    store.save_config(RunConfig(run="r", weights=WEIGHTS))
+    trials = [("m", "q", "t0", False, 1, 3, None), ("m", "q", "t1", False, 2, 4, None)]
+    store.apply(Batch([trial_batch("r", trials)]))
+    with Redis.from_url(redis.url) as client:
+        counts_key = redis_keys.counts(store.prefix, "r")
+        if damage == "a count not an integer":
+            client.hset(counts_key, '["m","q",0,2]', "1.5")
+        elif damage == "a count past 2^53":
+            client.hset(counts_key, '["m","q",0,2]', 2**60)
+        else:
+            client.delete(redis_keys.costs(store.prefix, "r"))
+            client.set(redis_keys.costs(store.prefix, "r"), "x")
+    before = run_keys_dump(redis.url, store.prefix, "r")
+    # A new trial, a duplicate and a correction into the damaged cell.
+    later = [
+        ("m", "q", "t2", False, 0, 1, None),
+        ("m", "q", "t0", False, 1, None, None),
+        ("m", "q", "t0", False, 2, None, None),
+    ]
+    with pytest.raises(StoreError):
+        store.apply(Batch([trial_batch("r", later)]))
+    assert run_keys_dump(redis.url, store.prefix, "r") == before
+
+
 def ingest_all(
     monitor: Monitor, events: Sequence[Mapping[str, object]], chunk: int = 50
 ) -> None:
@@ -605,6 +803,28 @@ def test_a_malformed_batch_is_refused_before_anything_is_applied(
     chunked.close()
 
 
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("category", True),
+        ("category", 1.0),
+        ("category", -2),
+        ("tokens", True),
+        ("tokens", 1.5),
+        ("seconds", float("inf")),
+        ("seconds", float("nan")),
+    ],
+)
+def test_a_bad_value_in_any_column_is_refused(
+    store: RedisStore, column: str, value: object
+) -> None:
+    batch = trial_batch("r", [("a", str(q), "0", False, 1, 2, 0.5) for q in range(5)])
+    getattr(batch, column)[3] = value
+    with pytest.raises(ValueError, match=column):
+        store.apply(Batch([batch]))
+    assert store.load() == StoredState()
+
+
 def test_a_client_that_returns_bytes_reads_the_same_state(
     redis: RedisServer, store: RedisStore
 ) -> None:
@@ -628,7 +848,8 @@ def test_a_client_that_returns_bytes_reads_the_same_state(
         assert raw.totals("r{1}") == store.totals("r{1}")
         assert raw.events_after("r{1}") == store.events_after("r{1}")
         assert raw.dead_letters() == store.dead_letters()
-        assert raw.apply(Batch([trial_batch("r{1}", trials)])) == [[2, 1]]
+        answer = raw.apply(Batch([trial_batch("r{1}", trials)]))
+        assert as_lists(answer) == [[2, 1]]
         raw.close()
 
 
