@@ -408,6 +408,10 @@ class Service:
 
     async def _refresh_statuses(self) -> None:
         last_full = self._clock()
+        # Runs whose status turn another worker holds, and until when: not
+        # asked again before then (each ask is a round trip to the store,
+        # and every ingest wakes this loop).
+        held: dict[str, float] = {}
         while True:
             await self._status_wanted.wait()
             self._status_wanted.clear()
@@ -416,16 +420,23 @@ class Service:
                 wanted = set(await self.call(lambda: self._monitor.runs))
                 last_full = self._clock()
             if self._status_turn is not None and wanted:
-                waits = await self.call(functools.partial(self._turns, wanted))
+                now = self._clock()
+                later = {run for run in wanted if held.get(run, now) > now}
+                wanted -= later
+                self._dirty_runs.update(later)
+                waits = {}
+                if wanted:
+                    waits = await self.call(functools.partial(self._turns, wanted))
                 if waits:
                     # Another worker refreshes these now; come back after it.
                     wanted -= waits.keys()
                     self._dirty_runs.update(waits)
+                    held.update((run, now + wait) for run, wait in waits.items())
                     asyncio.get_running_loop().call_later(
                         min(waits.values()), self._status_wanted.set
                     )
-                    if not wanted:
-                        continue
+                if not wanted:
+                    continue
             # Marked heavy: a refresh (several ms for a large run) waits for
             # the callers' light calls queued meanwhile, not they for it.
             started = self._clock()

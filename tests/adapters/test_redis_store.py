@@ -932,3 +932,36 @@ async def test_a_status_waits_for_its_turn_while_another_worker_holds_it(
         waited = time.monotonic() - taken
     other.close()
     assert 0.8 <= waited < 3.0
+
+
+async def test_a_worker_waiting_for_a_status_turn_does_not_ask_again_per_trial(
+    redis: RedisServer, store: RedisStore
+) -> None:
+    """Each ask is a round trip to Redis, and every ingest wakes the refresher."""
+    store.save_config(RunConfig(run="r"))
+    other = RedisStore(redis.url, store.prefix)
+    asked: list[float] = []
+
+    def turn(run: str, seconds: float) -> float:
+        asked.append(time.monotonic())
+        return store.status_turn(run, seconds)
+
+    service = Service(Monitor(store), status_interval_s=0.01, status_turn=turn)
+    async with service:
+        await asyncio.sleep(0.2)  # the first statuses are out
+        assert other.status_turn("r", 1.0) == 0.0  # another worker's turn
+        held_from = time.monotonic()
+        for trial in range(50):
+            event = {"model": "a", "question": 1, "trial": trial, "correct": True}
+            await service.ingest_payloads(
+                [Payload(data=json.dumps(event).encode(), source="test", run="r")]
+            )
+            await asyncio.sleep(0.01)
+        feed = service.subscribe()
+        while True:
+            update = await asyncio.wait_for(feed.get(), timeout=5)
+            if isinstance(update, Status) and update.trials == 50:
+                break
+    other.close()
+    during = [moment for moment in asked if held_from <= moment < held_from + 0.9]
+    assert 1 <= len(during) <= 3
