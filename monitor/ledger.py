@@ -87,8 +87,9 @@ class Factors:
         return np.flatnonzero(np.bincount(codes, minlength=len(self.values)))
 
 
-# Integer ids below this have their rows cached in an array (32 kB).
-NUMBERED_IDS: Final = 4096
+# Integer ids below this have their rows cached in an array (at most 512
+# kB, grown as larger ids come).
+NUMBERED_IDS: Final = 1 << 16
 
 
 class NumberedRows:
@@ -104,7 +105,7 @@ class NumberedRows:
 
     def __init__(self, rows: dict[str, int]) -> None:
         self._rows = rows
-        self._cache = np.full(NUMBERED_IDS, -1, dtype=np.int64)
+        self._cache = np.full(1024, -1, dtype=np.int64)
 
     def of(self, factors: Factors) -> NDArray[np.int64]:
         """Each distinct value's row, -1 where the numbering has none yet."""
@@ -115,6 +116,8 @@ class NumberedRows:
     ) -> NDArray[np.int64]:
         """:meth:`of` given the values and their integer ids (or None)."""
         if numbers is not None:
+            if numbers.size and int(numbers.max()) >= len(self._cache):
+                self._grow(int(numbers.max()))
             rows = self._cache[numbers]
             if not rows.size or int(rows.min()) >= 0:
                 return rows
@@ -130,7 +133,18 @@ class NumberedRows:
     def add(self, number: int | None, row: int) -> None:
         """Keep the row just given to integer id ``number`` (if one)."""
         if number is not None:
+            if number >= len(self._cache):
+                self._grow(number)
             self._cache[number] = row
+
+    def _grow(self, number: int) -> None:
+        """Cover ids up to ``number`` (below NUMBERED_IDS), doubling."""
+        size = len(self._cache)
+        while size <= number:
+            size *= 2
+        grown = np.full(size, -1, dtype=np.int64)
+        grown[: len(self._cache)] = self._cache
+        self._cache = grown
 
 
 class TrialGrid:

@@ -630,7 +630,7 @@ def _number_column(
 
     The ids are read into an array once and factorized in first-seen order
     with NumPy (distinct integers have distinct texts). Unless
-    ``first_seen``, ids in ``0..NUMBERED_IDS-1`` are their own codes and
+    ``first_seen``, ids in ``0.._OWN_CODES-1`` are their own codes and
     the values are the texts of ``0..max`` (some of which no entry may
     have): the ledger's trial columns need no more.
     """
@@ -640,8 +640,9 @@ def _number_column(
         return None
     low = int(numbers.min())
     top = int(numbers.max())
-    if not first_seen and low >= 0 and top < _CACHED_TEXTS:
-        return Factors(_NUMBER_TEXT_LIST[: top + 1], numbers, _NUMBERS[: top + 1])
+    if not first_seen and low >= 0 and top < _OWN_CODES:
+        table = _NUMBER_TEXTS.upto(top)
+        return Factors(table.listed[: top + 1], numbers, table.numbers[: top + 1])
     span = top - low + 1
     if span <= _TABLE_SPAN + 4 * size:
         shifted = numbers - low
@@ -662,29 +663,49 @@ def _number_column(
         rank = np.empty(len(unique), dtype=np.int64)
         rank[order] = np.arange(len(unique))
         distinct, codes = unique[order], rank[inverse.reshape(-1)]
-    if low >= 0 and low + span <= _CACHED_TEXTS:
-        # Small ids: their texts from the constant table, no lookup per id.
-        return Factors(_NUMBER_TEXTS[distinct].tolist(), codes, distinct)
+    if low >= 0 and top < NUMBERED_IDS:
+        # Small ids: their texts from the table, no lookup per id.
+        table = _NUMBER_TEXTS.upto(top)
+        return Factors(table.array[distinct].tolist(), codes, distinct)
     texts = loose_ids(distinct.tolist())
     if texts is None:
         return None
     return Factors(texts, codes)
 
 
-def _number_texts(count: int) -> NDArray[np.object_]:
-    """The texts of the integer ids ``0..count-1``, read-only (a constant)."""
-    texts = np.array([str(number) for number in range(count)], dtype=object)
-    texts.flags.writeable = False
-    return texts
+class _NumberTexts:
+    """The texts of the integer ids ``0..n-1``, ``n`` grown (doubling) as
+    larger ids come, up to ``NUMBERED_IDS`` (some 4 MB then)."""
+
+    __slots__ = ("array", "listed", "numbers")
+
+    def __init__(self) -> None:
+        self.array: NDArray[np.object_] = np.zeros(0, dtype=object)
+        self.listed: list[str] = []
+        self.numbers: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self.upto(1023)
+
+    def upto(self, top: int) -> _NumberTexts:
+        """These texts, covering the ids up to ``top`` (< NUMBERED_IDS)."""
+        if top >= len(self.listed):
+            size = max(len(self.listed), 1)
+            while size <= top:
+                size *= 2
+            # Read-only: the arrays are shared by every caller.
+            listed = self.listed + [str(n) for n in range(len(self.listed), size)]
+            array = np.array(listed, dtype=object)
+            array.flags.writeable = False
+            numbers = np.arange(size, dtype=np.int64)
+            numbers.flags.writeable = False
+            self.array, self.listed, self.numbers = array, listed, numbers
+        return self
 
 
-# Most runs number their questions and trials from 0: those ids' texts
-# (some 240 kB) are taken from here instead of looked up one by one.
-_CACHED_TEXTS: Final = NUMBERED_IDS
-_NUMBER_TEXTS: Final = _number_texts(_CACHED_TEXTS)
-_NUMBER_TEXT_LIST: Final[list[str]] = _NUMBER_TEXTS.tolist()
-_NUMBERS: Final = np.arange(_CACHED_TEXTS, dtype=np.int64)
-_NUMBERS.flags.writeable = False
+# Most runs number their questions and trials from 0: those ids' texts are
+# taken from here instead of made one by one.
+_NUMBER_TEXTS: Final = _NumberTexts()
+# Trial ids below this are their own codes (see _number_column).
+_OWN_CODES: Final = 4096
 
 
 def _array(category: list[int]) -> NDArray[np.int64] | None:

@@ -203,3 +203,35 @@ def test_the_fast_stable_order_is_the_stable_argsort(
     array = np.array(keys, dtype=np.int64)
     expected = np.argsort(array, kind="stable")
     assert _stable_order(array, bound).tolist() == expected.tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.one_of(st.integers(0, 50), st.integers(1000, 70_000)),
+            min_size=1,
+            max_size=30,
+            unique=True,
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_rows_of_integer_ids_are_the_numbering_s_as_the_cache_grows(
+    batches: list[list[int]],
+) -> None:
+    numbering: dict[str, int] = {}
+    rows = ledger.NumberedRows(numbering)
+    for batch in batches:
+        values = [str(number) for number in batch]
+        small = [n for n in batch if n < ledger.NUMBERED_IDS]
+        numbers = np.array(batch, dtype=np.int64) if len(small) == len(batch) else None
+        found = rows.of_values(values, numbers)
+        assert found.tolist() == [numbering.get(value, -1) for value in values]
+        for value, number in zip(values, batch, strict=True):
+            if value not in numbering:
+                numbering[value] = len(numbering)
+                rows.add(number if numbers is not None else None, numbering[value])
+        again = rows.of_values(values, numbers)
+        assert again.tolist() == [numbering[value] for value in values]

@@ -352,6 +352,13 @@ def test_ingest_payload_counts_and_refuses_as_the_dict_path(
             max_size=60,
         ),
         st.lists(
+            st.one_of(
+                st.integers(0, 40), st.integers(1000, 3000), st.integers(65530, 65540)
+            ),
+            min_size=2,
+            max_size=60,
+        ),
+        st.lists(
             st.one_of(st.integers(0, 9), st.integers(-(2**62), 2**62)),
             min_size=2,
             max_size=60,
@@ -367,8 +374,8 @@ def test_ingest_payload_counts_and_refuses_as_the_dict_path(
 def test_integer_ids_are_factorized_as_the_engine_needs(
     numbers: list[int], shuffle: random.Random
 ) -> None:
-    # Narrow spans (a table by value; texts of ids below 4,096 cached), wide
-    # ones (a sort) and ids past int64.
+    # Narrow spans (a table by value; texts of ids below 65,536 cached, the
+    # cache growing as larger ids come), wide ones (a sort), ids past int64.
     trials = numbers[:]
     shuffle.shuffle(trials)
     payload = json.dumps(
