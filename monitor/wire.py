@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Any, Final, Literal
@@ -78,11 +78,19 @@ _DECODER: Final = msgspec.json.Decoder(_Event | list[_Event])
 # decode and no optional columns to read when one fits (a field it lacks
 # makes it fail, at that field). ``run`` is added to each (see _decoders).
 _NUMBERED: Final = "numbered"  # integer question and trial ids, ``correct``
+# Integer question and trial ids, ``category`` only (rubric runs).
+_NUMBERED_CATEGORY: Final = "numbered_category"
 _CORRECT_ONLY: Final = "correct"  # ``correct`` only (binary outcomes)
 _BARE: Final = "bare"  # ids and outcome only
 _EVENT: Final = "event"  # any plain trial (:class:`_Event`)
 _ARRAY_FIELDS: Final[dict[str, list[tuple[Any, ...]]]] = {
     _NUMBERED: [("model", str), ("question", int), ("trial", int), ("correct", bool)],
+    _NUMBERED_CATEGORY: [
+        ("model", str),
+        ("question", int),
+        ("trial", int),
+        ("category", int),
+    ],
     _CORRECT_ONLY: [
         ("model", str),
         ("question", str | int),
@@ -495,7 +503,7 @@ def _columns(
     factors = {"model": model_factors}
     for name, column in (("question", _QUESTION), ("trial", _TRIAL)):
         found = None
-        if kind == _NUMBERED:
+        if kind in (_NUMBERED, _NUMBERED_CATEGORY):
             # Trial ids only need distinct codes (questions are numbered
             # by the run in first-seen order).
             found = _number_column(map(column, events), size, name == "question")
@@ -514,6 +522,11 @@ def _columns(
             np.int64
         )
         from_correct = True
+    elif kind == _NUMBERED_CATEGORY:
+        outcomes = _array(map(_CATEGORY, events), size)
+        if outcomes is None or int(outcomes.min()) < 0:
+            return None
+        from_correct = False
     else:
         outcome = _outcome_column(events)  # type: ignore[arg-type]
         if outcome is None:
@@ -708,10 +721,17 @@ _NUMBER_TEXTS: Final = _NumberTexts()
 _OWN_CODES: Final = 4096
 
 
-def _array(category: list[int]) -> NDArray[np.int64] | None:
-    """The category column as an array; None past int64 (a batch refused)."""
+def _array(
+    category: Iterable[int], size: int | None = None
+) -> NDArray[np.int64] | None:
+    """The category column as an array; None past int64 (a batch refused).
+
+    ``size``: the column's length, if an iterator."""
     try:
-        return np.fromiter(category, np.int64, len(category))
+        if size is None:
+            category = list(category)
+            size = len(category)
+        return np.fromiter(category, np.int64, size)
     except OverflowError:
         return None
 

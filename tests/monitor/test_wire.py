@@ -106,6 +106,20 @@ numbered_events = st.fixed_dictionaries(
     },
     optional={"run": st.sampled_from(["r", "r", "r", "s", "\u00e9"])},
 )
+# Integer ids and ``category`` only (rubric runs' commonest arrays).
+numbered_category_events = st.fixed_dictionaries(
+    {
+        "model": st.sampled_from(["a", "b"]),
+        "question": st.one_of(st.integers(0, 4), st.integers(0, 4), st.just(2**64)),
+        "trial": st.one_of(st.integers(0, 3), st.integers(-3, 2**17)),
+        # Mostly valid, so that whole arrays take the fast path; then and
+        # again a negative, too large or boolean category.
+        "category": st.one_of(
+            *[st.integers(0, 2)] * 12, st.just(-1), st.just(2**63), st.just(True)
+        ),
+        "run": st.sampled_from(["r"] * 8 + ["s"]),
+    },
+)
 elements = st.one_of(
     clean_events, clean_events, clean_events, near_events, odd_events()
 )
@@ -122,6 +136,7 @@ def payloads(draw: st.DrawFn) -> bytes:
                 "clean",
                 "binary",
                 "numbered",
+                "numbered_category",
                 "escaped",
                 "array",
                 "array",
@@ -140,6 +155,9 @@ def payloads(draw: st.DrawFn) -> bytes:
         text = json.dumps(draw(st.lists(binary_events, min_size=1, max_size=8)))
     elif kind == "numbered":
         text = json.dumps(draw(st.lists(numbered_events, min_size=1, max_size=8)))
+    elif kind == "numbered_category":
+        events = st.lists(numbered_category_events, min_size=1, max_size=8)
+        text = json.dumps(draw(events))
     elif kind == "escaped":
         # The same run, written plainly in some events and escaped in others.
         text = json.dumps(draw(st.lists(numbered_events, min_size=1, max_size=8)))
