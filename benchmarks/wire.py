@@ -43,6 +43,7 @@ import numpy as np
 import scorio.eval
 
 from benchmarks.ingest import configured, events, timed
+from monitor import Monitor
 from monitor.parsing import parse_payload
 
 
@@ -106,17 +107,19 @@ def arrays(
     state: Path | None,
     warm: int,
     dict_path: bool = False,
+    configure: Callable[[], Monitor] | None = None,
 ) -> Timed:
     """``ingest_payload`` of JSON arrays of ``size`` events.
 
     ``dict_path``: the path before the wire's (``json.loads``, a dict per
     event, ``parse_payload`` then ``ingest_parsed``), for comparison.
+    ``configure``: makes the monitor in memory (``state`` then unused).
     """
     bodies = [
         json.dumps(stream[offset : offset + size]).encode()
         for offset in range(0, len(stream), size)
     ]
-    with configured(state) as monitor:
+    with configured(state) if configure is None else configure() as monitor:
 
         def ingest_all(part: slice) -> None:
             for body in bodies[part.start // size : part.stop // size]:
