@@ -244,6 +244,19 @@ class Follower:
                 )
 
 
+def assert_applied_alike(
+    piece: list[Trial], writer: RedisStore, memory: MemoryStore, follower: Follower
+) -> None:
+    """Apply a chunk to Redis and to memory: same answers, same counts, and
+    the follower of the change log sees the same counts and costs."""
+    batch = Batch([trial_batch("r", piece)])
+    assert as_lists(writer.apply(batch)) == as_lists(memory.apply(batch))
+    follower.catch_up()
+    expected = cells_of(memory.counts("r"))
+    assert cells_of(writer.counts("r")) == expected
+    assert (follower.cells, follower.costs) == expected
+
+
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     pieces=st.lists(trials_strategy, min_size=1, max_size=6),
@@ -260,12 +273,7 @@ def test_a_follower_of_the_change_log_sees_the_stored_counts_and_costs(
         for target in (memory, writer):
             target.save_config(RunConfig(run="r", weights=WEIGHTS))
         for piece in pieces:
-            batch = Batch([trial_batch("r", piece)])
-            assert as_lists(writer.apply(batch)) == as_lists(memory.apply(batch))
-            follower.catch_up()
-            expected = cells_of(memory.counts("r"))
-            assert cells_of(writer.counts("r")) == expected
-            assert (follower.cells, follower.costs) == expected
+            assert_applied_alike(piece, writer, memory, follower)
     finally:
         writer.close()
         follower.store.close()
@@ -298,12 +306,7 @@ def test_chunks_past_the_slice_size_count_and_log_as_in_memory(
         (f"n{i}", "q", "t", False, i % 3, None, 0.5) for i in range(1200)
     ]
     for piece in (first, later, later[::-1], fresh + first[:1300]):
-        batch = Batch([trial_batch("r", piece)])
-        assert as_lists(writer.apply(batch)) == as_lists(memory.apply(batch))
-        follower.catch_up()
-        expected = cells_of(memory.counts("r"))
-        assert cells_of(writer.counts("r")) == expected
-        assert (follower.cells, follower.costs) == expected
+        assert_applied_alike(piece, writer, memory, follower)
     # Every change came through the log, none through a whole re-read.
     assert follower.logged == 4
     assert writer.totals("r") == memory.totals("r")
