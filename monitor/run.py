@@ -421,8 +421,7 @@ class RunState:
             row_of[index] = self._question_rows[questions.values[index]]
         models = batch.factors("model")
         group_of = models.codes * 2
-        has_prior = batch.prior.count(False) != len(batch)
-        if has_prior:
+        if batch.prior.count(False) != len(batch):
             group_of = group_of + np.fromiter(batch.prior, np.int64, len(batch))
         corrected = moved[before[moved] != NEW]
         # +1 for each new category, -1 for each corrected one, summed per
@@ -446,20 +445,32 @@ class RunState:
             sums = np.bincount(cells, minlength=distinct.size * width)
         block = sums.reshape(distinct.size, width)
         groups = distinct // height
-        rows = distinct % height
-        names = models.values
-        if not has_prior:  # the common case
-            self._add_counts(names, groups, rows, block, prior=False)
-        else:
-            for prior in (False, True):
-                keep = (groups & 1) == prior
-                self._add_counts(names, groups[keep], rows[keep], block[keep], prior)
+        self._add_block(models.values, groups, distinct % height, block)
         size = len(batch)
         if batch.tokens.count(None) < size or batch.seconds.count(None) < size:
             for index in np.flatnonzero(before == NEW).tolist():
                 self._add_cost(
                     batch.model[index], batch.tokens[index], batch.seconds[index]
                 )
+
+    def _add_block(
+        self,
+        models: Sequence[str],
+        groups: NDArray[np.int64],
+        rows: NDArray[np.int64],
+        block: NDArray[np.int64],
+    ) -> None:
+        """Add count changes to the tables together: a block row per
+        (group, row), in group order; group = model position * 2 + prior."""
+        prior = (groups & 1).astype(bool)
+        if not prior.any():  # the common case: observed counts only
+            self._add_counts(models, groups, rows, block, prior=False)
+            return
+        for namespace in (False, True):
+            keep = prior == namespace
+            self._add_counts(
+                models, groups[keep], rows[keep], block[keep], prior=namespace
+            )
 
     def _add_counts(
         self,
@@ -469,8 +480,7 @@ class RunState:
         block: NDArray[np.int64],
         prior: bool,
     ) -> None:
-        """Add count changes to the tables together: a block row per
-        (group, row), in group order; group = model position * 2 + prior."""
+        """:meth:`_add_block` of one namespace (observed or prior counts)."""
         if not groups.size:
             return
         starts = run_starts(groups)
@@ -527,7 +537,8 @@ class RunState:
         """Add other writers' changes (a shared store) to the tables.
 
         Summed per (model, prior, question row, category) with NumPy, then
-        one block per table, as :meth:`apply` does with its own trials.
+        added to all tables together through the run's count storage, as
+        :meth:`apply` does with its own trials.
 
         Raises:
             ValueError: when a count would go below 0 or a category is out
@@ -568,13 +579,7 @@ class RunState:
         block = np.zeros((int(is_first.sum()), width), dtype=np.int64)
         block[np.cumsum(is_first) - 1, cells % width] = sums
         distinct = row_keys[is_first]
-        groups = distinct // height
-        bounds = [*np.flatnonzero(np.diff(groups, prepend=-1)).tolist(), groups.size]
-        for first, last in itertools.pairwise(bounds):
-            group = int(groups[first])
-            self.table(changes.models[group // 2]).add_row_counts(
-                distinct[first:last] % height, block[first:last], prior=bool(group % 2)
-            )
+        self._add_block(changes.models, distinct // height, distinct % height, block)
 
     def standings(self, confidence: float) -> list[Standing]:
         """Each model's posterior and sampling, for :func:`decide`."""
