@@ -116,8 +116,9 @@ class NumberedRows:
     ) -> NDArray[np.int64]:
         """:meth:`of` given the values and their integer ids (or None)."""
         if numbers is not None:
-            if numbers.size and int(numbers.max()) >= len(self._cache):
-                self._grow(int(numbers.max()))
+            top = int(numbers.max()) if numbers.size else -1
+            if top >= len(self._cache):
+                self._grow(top)
             rows = self._cache[numbers]
             if not rows.size or int(rows.min()) >= 0:
                 return rows
