@@ -42,9 +42,9 @@ from paho.mqtt.properties import Properties
 from monitor.config import MqttSettings
 from monitor.errors import SourceConflictError
 from monitor.interfaces import IngestSink, Payload
-from monitor.retry import Backoff, ingest_durably
 from monitor.schema import Status
-from monitor.store import StoredEvent
+from monitor.service.retry import Backoff, ingest_durably
+from monitor.stores.memory import StoredEvent
 
 log = logging.getLogger(__name__)
 

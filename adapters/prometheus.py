@@ -22,7 +22,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from monitor.schema import REJECTION_KINDS
-from monitor.snapshot import Snapshot
+from monitor.service.snapshot import Snapshot
 
 METRIC_NAMES = (
     "scorio_model_score",

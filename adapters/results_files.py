@@ -21,9 +21,9 @@ from typing import Literal, TypeAlias
 
 import numpy as np
 
-from monitor.ingesting import CategoryMap, Item, Located
+from monitor.engine.scoring import ResultsMatrix
+from monitor.inputs.files import CategoryMap, Item, Located
 from monitor.schema import Rejection
-from monitor.scoring import ResultsMatrix
 
 RowFormat: TypeAlias = Literal["csv", "jsonl"]
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import httpx
 
 from monitor.config import ALERT_KINDS, WebhookSettings
-from monitor.retry import Backoff
 from monitor.schema import Status, redacted_url
-from monitor.store import StoredEvent
+from monitor.service.retry import Backoff
+from monitor.stores.memory import StoredEvent
 
 log = logging.getLogger(__name__)
 

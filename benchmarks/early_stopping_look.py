@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from monitor import Monitor, RunConfig
-from monitor.sqlite_store import SqliteStore
+from monitor.stores.sqlite import SqliteStore
 
 RUN = "small"
 QUESTIONS = [f"q{index}" for index in range(30)]

@@ -46,7 +46,7 @@ import httpx
 import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.snapshot import LATENCY_BUCKETS_S
+from monitor.service.snapshot import LATENCY_BUCKETS_S
 from tests.services import free_port
 
 ROOT = Path(__file__).resolve().parent.parent

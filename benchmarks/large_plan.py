@@ -16,7 +16,7 @@ import json
 import statistics
 import time
 
-from monitor.engine import Monitor
+from monitor.engine.monitor import Monitor
 from monitor.schema import RunConfig
 
 MODELS = 40

@@ -8,7 +8,7 @@ arrives and the status is refreshed (`Monitor.status`), many times over:
 once for a run with no `metrics` (avg@N only, always computed) and once for
 the same run with three extra metrics, `pass@4`, `maj@5`, `max@2`. Reported:
 the median and 90th percentile of one refresh, and of the metrics step alone
-(`monitor.live_metrics.model_metrics`), which is what the extra metrics cost.
+(`monitor.engine.live_metrics.model_metrics`), which is what the extra metrics cost.
 The goal is <= 10 ms for a refresh with three extra metrics.
 """
 
@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 from monitor import Monitor, RunConfig
-from monitor.live_metrics import model_metrics
+from monitor.engine.live_metrics import model_metrics
 from scorio_core import CountTable
 
 MODELS, QUESTIONS = 50, 1000

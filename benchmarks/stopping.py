@@ -4,7 +4,7 @@ Run: `.venv/bin/python benchmarks/stopping.py --replicates 300 --workers 2
 --json benchmarks/results/stopping.json` (the report goes to stdout;
 `--from-json FILE` re-renders it from saved summaries).
 
-Each replicate is `monitor.simulation.simulate`, the loop `scorio-monitor
+Each replicate is `monitor.engine.simulation.simulate`, the loop `scorio-monitor
 simulate` runs, through the real engine: every model that needs trials gets
 10 more (on the questions `next` plans, or, for question-major arrival, on
 its first question below the cap), then the engine looks; until no model
@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from monitor.simulation import (
+from monitor.engine.simulation import (
     AIME20_MEANS,
     FIXED_N,
     PAPER_MEANS,

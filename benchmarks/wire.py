@@ -44,7 +44,7 @@ import scorio.eval
 
 from benchmarks.ingest import configured, events, timed
 from monitor import Monitor
-from monitor.parsing import parse_payload
+from monitor.inputs.parsing import parse_payload
 
 
 class Timed(NamedTuple):

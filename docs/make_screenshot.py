@@ -23,8 +23,8 @@ from selenium import webdriver
 
 from monitor import Monitor, RunConfig
 from monitor.config import HttpSettings
-from monitor.http import create_app
-from monitor.service import Service
+from monitor.http.app import create_app
+from monitor.service.service import Service
 from tests.helpers import serving
 from tests.monitor.test_dashboard import Page, chromium
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from monitor.simulation import PAPER_MEANS, draw_results, draw_world
+from monitor.engine.simulation import PAPER_MEANS, draw_results, draw_world
 
 HERE = Path(__file__).resolve().parent
 STREAM_EPOCHS = 20

@@ -4,6 +4,23 @@
 notebook or a script can ingest trials and read statuses without a service.
 The names load on first use (PEP 562), so ``scorio-monitor --help`` does not
 import the engine and its numerics.
+
+The map, one room a concern (imports flow down this list, never up):
+
+- ``errors``, ``limits``, ``schema``, ``interfaces``, ``config``: what every
+  room shares (the error types, the bounds, the contract's value types, the
+  Protocols of stores, sources and publishers, and the config files).
+- ``rubrics/``: per-trial signals to categories (the paper's schemas).
+- ``inputs/``: the one way in: raw input to validated trial columns, and the
+  loops that feed it (files, ``watch``).
+- ``stores/``: where counts live (memory, SQLite) and the exactly-once ledger.
+- ``decisions/``: what counts mean: order, groups, pairs, events, plans.
+- ``engine/``: :class:`Monitor`, the facade over runs, ingestion, looks,
+  statuses and reservations.
+- ``service/``: the asyncio service around the engine.
+- ``http/``: the HTTP API and the dashboard.
+- ``cli/``: the command line, the one composition root that may import
+  ``adapters``.
 """
 
 from __future__ import annotations
@@ -12,7 +29,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from monitor.engine import Monitor
+    from monitor.engine.monitor import Monitor
     from monitor.errors import (
         ConfigError,
         MonitorError,
@@ -31,7 +48,7 @@ if TYPE_CHECKING:
         Status,
         TrialEvent,
     )
-    from monitor.store import IngestReport, StoredEvent
+    from monitor.stores.memory import IngestReport, StoredEvent
 
 __all__ = [
     "ConfigError",
@@ -56,9 +73,9 @@ __all__ = [
 _HOMES = {
     "ConfigError": "monitor.errors",
     "Cost": "monitor.schema",
-    "IngestReport": "monitor.store",
+    "IngestReport": "monitor.stores.memory",
     "ModelStatus": "monitor.schema",
-    "Monitor": "monitor.engine",
+    "Monitor": "monitor.engine.monitor",
     "MonitorError": "monitor.errors",
     "NextItem": "monitor.schema",
     "PairStatus": "monitor.schema",
@@ -68,7 +85,7 @@ _HOMES = {
     "SourceError": "monitor.errors",
     "Status": "monitor.schema",
     "StoreError": "monitor.errors",
-    "StoredEvent": "monitor.store",
+    "StoredEvent": "monitor.stores.memory",
     "TrialEvent": "monitor.schema",
     "UnknownRunError": "monitor.errors",
 }

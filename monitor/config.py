@@ -25,11 +25,14 @@ from pydantic import (
     model_validator,
 )
 
-from monitor.engine import MAX_UNDECLARED_RUNS
 from monitor.errors import ConfigError
-from monitor.parsing import describe_validation_error
+from monitor.inputs.parsing import describe_validation_error
+from monitor.limits import (
+    DEAD_LETTERS_MAX,
+    DEAD_LETTERS_MAX_AGE_S,
+    MAX_UNDECLARED_RUNS,
+)
 from monitor.schema import RunConfig
-from monitor.store import DEAD_LETTERS_MAX, DEAD_LETTERS_MAX_AGE_S
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from monitor.schema import RunConfig, Status
-from monitor.store import (
+from monitor.stores.memory import (
     Batch,
     CountChanges,
     DeadLetter,

@@ -25,14 +25,9 @@ from pydantic import (
     model_validator,
 )
 
-from monitor.rubrics import RUBRICS
+from monitor.limits import MAX_ID_LENGTH, MAX_QUESTION_COUNT, MAX_SIGNALS
+from monitor.rubrics.schemas import RUBRICS
 from scorio_core.count_metrics import MetricSpec
-
-MAX_ID_LENGTH = 256
-# A benchmark larger than this is a typo or an attack: each question costs
-# memory in every model's count table.
-MAX_QUESTION_COUNT = 1_000_000
-MAX_SIGNALS = 32
 
 
 def _id_text(value: object) -> object:

@@ -52,8 +52,8 @@ from adapters.harness.transports import (
     Transport,
     check_run,
 )
-from monitor.engine import DEFAULT_LEASE_S
 from monitor.errors import MonitorError
+from monitor.limits import DEFAULT_LEASE_S
 from monitor.schema import NextItem, RunConfig, Status, TrialEvent
 
 log = logging.getLogger(__name__)

@@ -34,8 +34,8 @@ from pydantic import JsonValue
 from adapters.harness.client import AsyncMonitorClient, Retry
 from adapters.harness.inspect_ai import InspectSettings, connect, run_name
 from adapters.harness.transports import MonitorUnavailableError
-from monitor.engine import DEFAULT_LEASE_S
 from monitor.errors import ConfigError, MonitorError, UnknownRunError
+from monitor.limits import DEFAULT_LEASE_S
 from monitor.schema import NextItem, Status
 
 log = logging.getLogger(__name__)

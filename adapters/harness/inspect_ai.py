@@ -86,10 +86,10 @@ from adapters.harness.transports import (
     MonitorUnavailableError,
     check_run,
 )
-from monitor.engine import Monitor
+from monitor.engine.monitor import Monitor
 from monitor.errors import ConfigError, MonitorError
 from monitor.schema import Cost, TrialEvent
-from monitor.sqlite_store import SqliteStore
+from monitor.stores.sqlite import SqliteStore
 
 log = logging.getLogger(__name__)
 

@@ -39,10 +39,10 @@ import httpx
 from pydantic import TypeAdapter, ValidationError
 
 from monitor.config import MqttSettings
-from monitor.engine import Monitor
+from monitor.engine.monitor import Monitor
 from monitor.errors import ConfigError, MonitorError, StoreError, UnknownRunError
 from monitor.schema import NextItem, RunConfig, Status, TrialEvent
-from monitor.store import IngestReport
+from monitor.stores.memory import IngestReport
 
 log = logging.getLogger(__name__)
 Result = TypeVar("Result")

@@ -53,8 +53,8 @@ from adapters.lm_eval.rescoring import (
     pipelines,
 )
 from adapters.lm_eval.results import name_parts, read_results, results_path
-from monitor.ingesting import CategoryMap, Item, ItemBatch
-from monitor.parsing import raw_text
+from monitor.inputs.files import CategoryMap, Item, ItemBatch
+from monitor.inputs.parsing import raw_text
 from monitor.schema import Rejection
 
 _FIXED_KEYS = frozenset(

@@ -70,9 +70,9 @@ from redis.typing import EncodableT, FieldT
 from adapters.redis import keys
 from adapters.redis.changes import CellTable, add_costs, integers, read_entry
 from monitor.errors import StoreError
-from monitor.ledger import NEW
 from monitor.schema import RunConfig
-from monitor.store import (
+from monitor.stores.ledger import NEW
+from monitor.stores.memory import (
     Batch,
     CountChanges,
     DeadLetter,

@@ -34,7 +34,7 @@ from redis.exceptions import RedisClusterException, RedisError, ResponseError
 from adapters.redis import keys
 from monitor.config import RedisStreamSettings
 from monitor.interfaces import IngestSink, Payload
-from monitor.retry import Backoff, ingest_durably
+from monitor.service.retry import Backoff, ingest_durably
 
 log = logging.getLogger(__name__)
 

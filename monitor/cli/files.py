@@ -29,26 +29,26 @@ from monitor.cli.common import (
     url_token,
 )
 from monitor.cli.remote import ingest_to_url
+from monitor.cli.terminal import scoreboard_table, status_view, terminal
 from monitor.config import (
     load_run_configs,
 )
-from monitor.engine import Monitor
-from monitor.ingesting import (
-    CategoryMap,
-    ItemBatch,
-    batched,
-    ingest_batches,
-    ingest_matrix,
-)
-from monitor.scoring import (
+from monitor.engine.monitor import Monitor
+from monitor.engine.scoring import (
     ResultsMatrix,
     Scoreboard,
     score_matrix,
     score_tables,
     tables_from_trials,
 )
-from monitor.store import IngestReport, StoredEvent
-from monitor.view import scoreboard_table, status_view, terminal
+from monitor.inputs.files import (
+    CategoryMap,
+    ItemBatch,
+    batched,
+    ingest_batches,
+    ingest_matrix,
+)
+from monitor.stores.memory import IngestReport, StoredEvent
 
 
 def run_score(arguments: argparse.Namespace) -> int:

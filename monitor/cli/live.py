@@ -27,18 +27,18 @@ from monitor.cli.common import (
     url_token,
 )
 from monitor.cli.remote import resume_point, watch_to_url
+from monitor.cli.terminal import status_view, terminal
 from monitor.config import (
     HttpSettings,
     load_run_configs,
 )
-from monitor.engine import Monitor
-from monitor.http import create_app
+from monitor.engine.monitor import Monitor
+from monitor.http.app import create_app
+from monitor.inputs.watch import watch
 from monitor.interfaces import IngestSink, Payload, TrialSource
 from monitor.schema import Status
-from monitor.service import Service
-from monitor.store import IngestReport, StoredEvent
-from monitor.view import status_view, terminal
-from monitor.watching import watch
+from monitor.service.service import Service
+from monitor.stores.memory import IngestReport, StoredEvent
 
 
 def run_watch(arguments: argparse.Namespace) -> int:

@@ -11,9 +11,9 @@ import json
 import sys
 
 from monitor.cli.common import find_state, print_statuses
-from monitor.engine import Monitor
-from monitor.sqlite_store import SqliteStore
-from monitor.view import status_view, terminal
+from monitor.cli.terminal import status_view, terminal
+from monitor.engine.monitor import Monitor
+from monitor.stores.sqlite import SqliteStore
 
 
 def run_status(arguments: argparse.Namespace) -> int:
@@ -34,7 +34,7 @@ def run_next(arguments: argparse.Namespace) -> int:
     if arguments.url is not None:
         # The client's modules load only when a service is asked.
         from adapters.harness import MonitorClient, Retry, transport_for
-        from monitor.engine import DEFAULT_LEASE_S
+        from monitor.limits import DEFAULT_LEASE_S
 
         lease_s = DEFAULT_LEASE_S if arguments.lease_s is None else arguments.lease_s
         transport = transport_for(arguments.url, token=arguments.token)

@@ -23,8 +23,13 @@ from pydantic import ValidationError
 from adapters.harness.client import MonitorClient, transport_for
 from adapters.jsonl import Cursor, JsonLines
 from monitor.config import load_run_configs
-from monitor.ingesting import ItemBatch
-from monitor.parsing import Parsed, Trial, describe_validation_error, parse_payload
+from monitor.inputs.files import ItemBatch
+from monitor.inputs.parsing import (
+    Parsed,
+    Trial,
+    describe_validation_error,
+    parse_payload,
+)
 from monitor.schema import Rejection, Status, TrialEvent
 
 

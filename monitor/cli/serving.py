@@ -24,12 +24,12 @@ from monitor.config import (
     StoreSettings,
     load_service_config,
 )
-from monitor.engine import Monitor
-from monitor.http import create_app
+from monitor.engine.monitor import Monitor
+from monitor.http.app import create_app
 from monitor.interfaces import Publisher, Store, TrialSource
-from monitor.service import Service
-from monitor.sqlite_store import SqliteStore
-from monitor.store import MemoryStore
+from monitor.service.service import Service
+from monitor.stores.memory import MemoryStore
+from monitor.stores.sqlite import SqliteStore
 
 
 def run_serve(arguments: argparse.Namespace) -> int:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from monitor.simulation import MODEL_SETS, simulate
-from monitor.view import simulation_view, terminal
+from monitor.cli.terminal import simulation_view, terminal
+from monitor.engine.simulation import MODEL_SETS, simulate
 
 
 def run_simulate(arguments: argparse.Namespace) -> int:

@@ -26,8 +26,8 @@ from adapters.mqtt import MqttPublisher, MqttSource
 from adapters.redis import RedisStore
 from monitor import ConfigError, Monitor, RunConfig, TrialEvent, UnknownRunError
 from monitor.config import HttpSettings, MqttSettings
-from monitor.http import create_app
-from monitor.service import Service
+from monitor.http.app import create_app
+from monitor.service.service import Service
 from tests.helpers import eventually, serving
 from tests.services import MosquittoBroker, free_port, redis_server
 

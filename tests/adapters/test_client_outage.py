@@ -15,8 +15,8 @@ from adapters.harness.breaker import BreakerSettings
 from adapters.harness.transports import MonitorUnavailableError
 from monitor import Monitor, TrialEvent
 from monitor.config import HttpSettings
-from monitor.http import create_app
-from monitor.service import Service
+from monitor.http.app import create_app
+from monitor.service.service import Service
 from tests.helpers import eventually
 from tests.services import free_port
 

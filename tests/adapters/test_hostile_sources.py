@@ -24,7 +24,7 @@ from adapters.redis.streams import RedisStreamSource
 from monitor import Monitor, RunConfig
 from monitor.config import MqttSettings, RedisStreamSettings
 from monitor.schema import Status
-from monitor.service import Service
+from monitor.service.service import Service
 from tests.helpers import eventually
 from tests.hostile import DEEP, REPRODUCERS, RUN, good_stream, interleave, poison
 from tests.services import MosquittoBroker, RedisServer

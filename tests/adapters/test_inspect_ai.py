@@ -60,10 +60,10 @@ from adapters.harness.inspect_ai import (
 )
 from monitor import ConfigError, Monitor, RunConfig, TrialEvent
 from monitor.config import HttpSettings
-from monitor.http import create_app
+from monitor.http.app import create_app
 from monitor.schema import Status
-from monitor.service import Service
-from monitor.sqlite_store import SqliteStore
+from monitor.service.service import Service
+from monitor.stores.sqlite import SqliteStore
 from tests.helpers import serving
 
 QUESTIONS = {"q0": "Paris", "q1": "Rome", "q2": "Madrid", "q3": "Lima"}

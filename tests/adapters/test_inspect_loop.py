@@ -27,9 +27,9 @@ from inspect_ai.util import EarlyStopping
 from adapters.harness.early_stopping import MonitorEarlyStopping
 from monitor import Monitor, RunConfig, TrialEvent
 from monitor.config import HttpSettings
-from monitor.http import create_app
-from monitor.service import Service
-from monitor.sqlite_store import SqliteStore
+from monitor.http.app import create_app
+from monitor.service.service import Service
+from monitor.stores.sqlite import SqliteStore
 from tests.adapters import inspect_models
 from tests.adapters.test_inspect_ai import INSPECT_OWN_WARNINGS
 from tests.helpers import serving

@@ -18,9 +18,9 @@ from adapters.prometheus import metrics_renderer
 from monitor import Monitor, RunConfig
 from monitor.config import HttpSettings, MqttSettings
 from monitor.errors import SourceConflictError
-from monitor.http import create_app
-from monitor.service import Service
-from monitor.sqlite_store import SqliteStore
+from monitor.http.app import create_app
+from monitor.service.service import Service
+from monitor.stores.sqlite import SqliteStore
 from tests.helpers import (
     eventually,
     serving,

@@ -7,7 +7,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from adapters.prometheus import METRIC_NAMES, metrics_renderer
 from monitor import Monitor, RunConfig
 from monitor.schema import REJECTION_KINDS
-from monitor.snapshot import LatencyHistogram, Snapshot
+from monitor.service.snapshot import LatencyHistogram, Snapshot
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -32,8 +32,8 @@ from adapters.redis.store import RedisStore
 from adapters.redis.streams import RedisStreamSource
 from monitor import Monitor, RunConfig, StoreError
 from monitor.config import RedisStreamSettings, StoreSettings
-from monitor.service import Service
-from monitor.store import Batch, CountChanges, DeadLetter, PendingEvent
+from monitor.service.service import Service
+from monitor.stores.memory import Batch, CountChanges, DeadLetter, PendingEvent
 from tests.adapters.test_redis_store import (
     RUNS,
     WEIGHTS,

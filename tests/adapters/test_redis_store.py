@@ -31,8 +31,8 @@ from adapters.redis.store import RedisStore
 from monitor import Monitor, RunConfig, StoreError
 from monitor.interfaces import Payload, Store
 from monitor.schema import Status
-from monitor.service import Service
-from monitor.store import (
+from monitor.service.service import Service
+from monitor.stores.memory import (
     Batch,
     CountChanges,
     DeadLetter,

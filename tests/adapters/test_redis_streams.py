@@ -15,8 +15,8 @@ from adapters.redis.streams import RedisStreamSource
 from monitor import Monitor, RunConfig
 from monitor.config import RedisStreamSettings
 from monitor.interfaces import Payload
-from monitor.service import Service
-from monitor.store import IngestReport
+from monitor.service.service import Service
+from monitor.stores.memory import IngestReport
 from tests.helpers import eventually, trial_events, trial_results
 from tests.services import RedisServer
 

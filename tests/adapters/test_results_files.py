@@ -18,8 +18,8 @@ from adapters.results_files import (
     read_trial_rows,
 )
 from monitor import Monitor, Rejection
-from monitor.ingesting import CategoryMap, Located, ingest_matrix
-from monitor.scoring import ResultsMatrix
+from monitor.engine.scoring import ResultsMatrix
+from monitor.inputs.files import CategoryMap, Located, ingest_matrix
 from tests.helpers import trial_results
 
 INSPECT_LIKE = RowMapping(

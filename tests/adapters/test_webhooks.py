@@ -11,8 +11,8 @@ from fastapi import FastAPI, Request, Response
 from adapters.webhooks import Target, WebhookPublisher, alert_text
 from monitor import Monitor, RunConfig
 from monitor.config import ALERT_KINDS
-from monitor.service import Service
-from monitor.store import StoredEvent
+from monitor.service.service import Service
+from monitor.stores.memory import StoredEvent
 from tests.helpers import eventually, serving
 from tests.services import free_port
 

@@ -30,8 +30,8 @@ from redis.retry import Retry
 from adapters.prometheus import metrics_renderer
 from monitor import Monitor, RunConfig
 from monitor.config import HttpSettings
-from monitor.http import create_app
-from monitor.service import Service
+from monitor.http.app import create_app
+from monitor.service.service import Service
 from tests.deploy.deployment import (
     DASHBOARD_FILE,
     DATASOURCES_FILE,

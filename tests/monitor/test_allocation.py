@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor import Monitor, RunConfig
-from monitor.allocation import plan
+from monitor.decisions.allocation import plan
 
 
 def test_least_sampled_questions_come_first_and_the_cap_holds() -> None:

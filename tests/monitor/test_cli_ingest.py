@@ -18,7 +18,7 @@ import scorio.eval as oracle
 
 from monitor import Monitor, MonitorError
 from monitor.cli import main
-from monitor.sqlite_store import SqliteStore
+from monitor.stores.sqlite import SqliteStore
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUT = ROOT / "tests" / "fixtures" / "lm_eval" / "output"

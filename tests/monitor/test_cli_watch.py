@@ -19,7 +19,7 @@ import scorio.eval as oracle
 
 from monitor import Monitor, MonitorError, Status
 from monitor.cli import main
-from monitor.sqlite_store import SqliteStore
+from monitor.stores.sqlite import SqliteStore
 from tests.monitor.streams import messy, stream_of
 from tests.services import free_port
 

@@ -16,8 +16,8 @@ from monitor import Monitor, RunConfig
 from monitor.cli import main
 from monitor.config import HttpSettings
 from monitor.errors import ConfigError
-from monitor.http import create_app
-from monitor.service import Service
+from monitor.http.app import create_app
+from monitor.service.service import Service
 from tests.helpers import serving
 
 

@@ -29,9 +29,9 @@ from selenium.webdriver.support.ui import Select
 
 from monitor import Monitor, RunConfig
 from monitor.config import HttpSettings
-from monitor.http import create_app
-from monitor.service import Service
-from monitor.store import StoredEvent
+from monitor.http.app import create_app
+from monitor.service.service import Service
+from monitor.stores.memory import StoredEvent
 from tests.helpers import eventually, serving
 from tests.services import require_binary
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from monitor.decisions import (
+from monitor.decisions.decide import (
     RunDecision,
     Settled,
     Standing,
@@ -16,7 +16,7 @@ from monitor.decisions import (
     decide,
     forecast_trials,
 )
-from monitor.run import RunState
+from monitor.engine.runs import RunState
 from monitor.schema import RunConfig
 from scorio_core.stopping import PaperRule, SequentialRule, StoppingRule
 

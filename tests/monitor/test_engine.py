@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import scorio.eval as oracle
 
-from monitor import Monitor, RunConfig, TrialEvent, engine
+from monitor import Monitor, RunConfig, TrialEvent
+from monitor.engine import monitor as engine
 from monitor.errors import ConfigError, UnknownRunError
 from tests.monitor.streams import last_write_wins, messy, stream_of
 

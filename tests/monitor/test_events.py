@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from monitor import Monitor, RunConfig
+from monitor.engine.simulation import draw_results, draw_world
 from monitor.schema import Status
-from monitor.simulation import draw_results, draw_world
-from monitor.sqlite_store import SqliteStore
-from monitor.store import StoredEvent
+from monitor.stores.memory import StoredEvent
+from monitor.stores.sqlite import SqliteStore
 from tests.monitor.streams import stream_of
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 from monitor import Monitor, RunConfig
 from monitor.cli import main
 from monitor.config import HttpSettings
-from monitor.http import create_app
-from monitor.parsing import Parsed, Trial, parse_payload
+from monitor.http.app import create_app
+from monitor.inputs.parsing import Parsed, Trial, parse_payload
 from monitor.schema import Rejection, Status, TrialEvent
-from monitor.service import Service
+from monitor.service.service import Service
 from tests.helpers import serving
 from tests.hostile import DEEP, REPRODUCERS, RUN, good_stream, interleave, poison
 

@@ -22,10 +22,10 @@ import pytest
 from adapters.redis.store import RedisStore
 from monitor import Monitor, RunConfig
 from monitor.config import HttpSettings
-from monitor.http import create_app
-from monitor.service import INGEST_PIECE, SHARED_GROUP, Service
-from monitor.store import IngestReport
-from monitor.wire import TrialColumns, Wire
+from monitor.http.app import create_app
+from monitor.inputs.wire import TrialColumns, Wire
+from monitor.service.service import INGEST_PIECE, SHARED_GROUP, Service
+from monitor.stores.memory import IngestReport
 from tests.helpers import serving
 from tests.monitor.test_cli_watch import poll_until
 from tests.services import RedisServer, free_port

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from monitor import ledger
-from monitor.ledger import NEW, _stable_order
-from monitor.store import LocalCounts, TrialBatch
+from monitor.stores import ledger
+from monitor.stores.ledger import NEW, _stable_order
+from monitor.stores.memory import LocalCounts, TrialBatch
 
 Row = tuple[str, str, str, bool, int]  # model, question, trial, prior, category
 

@@ -21,8 +21,8 @@ from adapters.prometheus import metrics_renderer
 from monitor import ConfigError, Monitor, RunConfig
 from monitor.cli import main
 from monitor.config import HttpSettings
-from monitor.http import create_app
-from monitor.service import Service
+from monitor.http.app import create_app
+from monitor.service.service import Service
 from tests.helpers import serving
 from tests.monitor.test_dashboard import Page, browser, chromium
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from monitor import Monitor
-from monitor.parsing import Trial, parse_object, plain_trial
+from monitor.inputs.parsing import Trial, parse_object, plain_trial
 from monitor.schema import TrialEvent
 
 # Values meant to hit every edge of the schema: ids with control characters

@@ -6,9 +6,9 @@ import httpx
 
 from monitor import Monitor, RunConfig
 from monitor.config import HttpSettings
-from monitor.http import create_app
-from monitor.questions import question_rows
-from monitor.service import Service
+from monitor.http.app import create_app
+from monitor.http.views import question_rows
+from monitor.service.service import Service
 from tests.helpers import serving
 
 

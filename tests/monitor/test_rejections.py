@@ -11,10 +11,10 @@ import pytest
 from adapters.prometheus import metrics_renderer
 from monitor import Monitor, RunConfig
 from monitor.config import HttpSettings
-from monitor.http import create_app
-from monitor.rejections import RecentRejections
+from monitor.http.app import create_app
 from monitor.schema import Rejection
-from monitor.service import Service
+from monitor.service.rejections import RecentRejections
+from monitor.service.service import Service
 from tests.helpers import serving
 
 
@@ -29,7 +29,7 @@ async def test_the_service_lists_counts_and_logs_what_it_rejected(
     )
     good = {"model": "a", "question": "q0", "trial": 0, "correct": True}
     graded = {"model": "a", "question": "q0"}
-    with caplog.at_level(logging.WARNING, logger="monitor.rejections"):
+    with caplog.at_level(logging.WARNING, logger="monitor.service.rejections"):
         async with (
             service,
             serving(app) as base,
@@ -71,7 +71,9 @@ async def test_the_service_lists_counts_and_logs_what_it_rejected(
     assert 'scorio_trials_rejected_total{reason="undeclared"} 1.0' in exposition
     assert 'scorio_trials_rejected_total{reason="invalid_json"} 1.0' in exposition
     # Logged, but at most five lines in ten seconds.
-    lines = [r.getMessage() for r in caplog.records if r.name == "monitor.rejections"]
+    lines = [
+        r.getMessage() for r in caplog.records if r.name == "monitor.service.rejections"
+    ]
     assert len(lines) == 5
     assert lines[0].startswith("rejected (category) from ") and "run 'r'" in lines[0]
 
@@ -81,7 +83,7 @@ def test_the_log_says_how_many_it_left_out_once_the_window_ends(
 ) -> None:
     now = [0.0]
     recent = RecentRejections(per_run=3, burst=2, window_s=10.0, clock=lambda: now[0])
-    with caplog.at_level(logging.WARNING, logger="monitor.rejections"):
+    with caplog.at_level(logging.WARNING, logger="monitor.service.rejections"):
         recent.record(
             [Rejection(reason=f"r{i}", kind="category", run="a") for i in range(5)]
         )

@@ -17,9 +17,9 @@ from adapters.harness import (
 from monitor import Monitor, RunConfig, UnknownRunError
 from monitor.cli import main
 from monitor.config import HttpSettings
-from monitor.http import create_app
+from monitor.http.app import create_app
 from monitor.schema import NextItem
-from monitor.service import Service
+from monitor.service.service import Service
 from tests.helpers import serving
 
 

@@ -14,8 +14,8 @@ import pytest
 from monitor import Monitor, RunConfig
 from monitor.config import load_service_config
 from monitor.interfaces import Store
-from monitor.sqlite_store import SqliteStore
-from monitor.store import MemoryStore
+from monitor.stores.memory import MemoryStore
+from monitor.stores.sqlite import SqliteStore
 
 
 class Clock:

@@ -15,7 +15,7 @@ from scorio.categorical import Thresholds as LibraryThresholds
 from scorio.categorical import evaluate_schema
 
 from monitor import Monitor, RunConfig
-from monitor.rubrics import (
+from monitor.rubrics.schemas import (
     RUBRICS,
     SIGNALS,
     THRESHOLDS,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from monitor.ledger import NEW
-from monitor.run import RunState
+from monitor.engine.runs import RunState
 from monitor.schema import RunConfig
-from monitor.store import CountChanges, ModelCounts, TrialBatch
+from monitor.stores.ledger import NEW
+from monitor.stores.memory import CountChanges, ModelCounts, TrialBatch
 
 WEIGHTS = [0.0, 0.5, 1.0]
 

@@ -7,7 +7,7 @@ import time
 
 from monitor import Monitor
 from monitor.interfaces import IngestSink
-from monitor.service import Service
+from monitor.service.service import Service
 
 
 class StubbornSource:

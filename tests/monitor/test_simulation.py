@@ -9,8 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from monitor.schema import Status
-from monitor.simulation import (
+from monitor.engine.simulation import (
     FIXED_N,
     PAPER_MEANS,
     draw_categories,
@@ -18,6 +17,7 @@ from monitor.simulation import (
     grade,
     simulate,
 )
+from monitor.schema import Status
 
 
 def test_worlds_average_to_the_means_and_keep_ties_exact() -> None:

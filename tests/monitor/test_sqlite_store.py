@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from monitor import Monitor, RunConfig, StoreError
-from monitor.sqlite_store import SqliteStore
+from monitor.stores.sqlite import SqliteStore
 from tests.monitor.streams import messy, stream_of
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from monitor import Monitor, RunConfig
-from monitor.sqlite_store import SqliteStore
+from monitor.stores.sqlite import SqliteStore
 
 
 def events(run: str, model: str, trials: range) -> list[dict[str, object]]:

@@ -8,9 +8,9 @@ import json
 from monitor import Monitor, RunConfig
 from monitor.interfaces import Payload
 from monitor.schema import Status
-from monitor.service import Service
-from monitor.store import StoredEvent
-from monitor.subscriptions import Subscription
+from monitor.service.service import Service
+from monitor.service.subscriptions import Subscription
+from monitor.stores.memory import StoredEvent
 
 
 class Clock:

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from monitor import Monitor, RunConfig
 from monitor.cli import main
-from monitor.view import plural, status_view
+from monitor.cli.terminal import plural, status_view
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -17,12 +17,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor import Monitor
-from monitor.ingesting import with_implied_run
-from monitor.ledger import Factors
-from monitor.parsing import Parsed, Trial, parse_payload
+from monitor.inputs.files import with_implied_run
+from monitor.inputs.parsing import Parsed, Trial, parse_payload
+from monitor.inputs.wire import TrialColumns, Wire, parse_wire
 from monitor.schema import Rejection
-from monitor.store import IngestReport
-from monitor.wire import TrialColumns, Wire, parse_wire
+from monitor.stores.ledger import Factors
+from monitor.stores.memory import IngestReport
 from tests.hostile import poison
 from tests.monitor.test_parsing import events as odd_events
 

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from monitor.worker import EngineWorker
+from monitor.service.worker import EngineWorker
 
 
 async def test_light_calls_overtake_queued_heavy_ones() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from monitor.engine import Monitor
+from monitor.engine.monitor import Monitor
 
 
 class QuestionRow(BaseModel):

@@ -30,10 +30,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.errors import StoreError
+from monitor.limits import DEAD_LETTERS_MAX, DEAD_LETTERS_MAX_AGE_S
 from monitor.schema import RunConfig
-from monitor.store import (
-    DEAD_LETTERS_MAX,
-    DEAD_LETTERS_MAX_AGE_S,
+from monitor.stores.memory import (
     Batch,
     DeadLetter,
     LocalCounts,

@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.ledger import NEW, Factors, Ledger
+from monitor.limits import DEAD_LETTERS_MAX, DEAD_LETTERS_MAX_AGE_S
 from monitor.schema import Rejection, RunConfig
+from monitor.stores.ledger import NEW, Factors, Ledger
 
 if TYPE_CHECKING:
-    from monitor.wire import TrialColumns
+    from monitor.inputs.wire import TrialColumns
 
 JsonValue = str | int | float | bool | None | list["JsonValue"] | dict[str, "JsonValue"]
 
@@ -38,16 +39,12 @@ Previous = list[int] | NDArray[np.int64]
 # Batches up to this size are classified trial by trial: below it, NumPy's
 # per-call overhead costs more than the loop.
 VECTOR_THRESHOLD = 32
-# Dead-letter retention (memory and SQLite stores): the newest this many,
-# none older than this. Rejections still count in the run totals.
-DEAD_LETTERS_MAX = 100_000
-DEAD_LETTERS_MAX_AGE_S = 7 * 24 * 3600.0
 
 
 class TrialBatch:
     """Validated trials of one run, as columns (one entry per trial).
 
-    A batch made from one payload's :class:`~monitor.wire.TrialColumns`
+    A batch made from one payload's :class:`~monitor.inputs.wire.TrialColumns`
     keeps them and builds its id and category lists only when they are
     read: the vectorised steps read the factorized ids and the category
     array instead (see :meth:`factors`, :meth:`categories`).

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from monitor.engine import Monitor
-from monitor.ingesting import IngestTotals, with_implied_run
+from monitor.engine.monitor import Monitor
+from monitor.inputs.files import IngestTotals, with_implied_run
+from monitor.inputs.wire import Wire, parse_wire
 from monitor.interfaces import LineSource
-from monitor.parsing import MAX_PAYLOAD_BYTES
+from monitor.limits import MAX_PAYLOAD_BYTES
 from monitor.schema import Rejection
-from monitor.store import IngestReport
-from monitor.wire import Wire, parse_wire
+from monitor.stores.memory import IngestReport
 
 
 def watch(

@@ -34,28 +34,27 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from monitor.config import HttpSettings
-from monitor.engine import DEFAULT_LEASE_S
 from monitor.errors import ConfigError, StoreError, UnknownRunError
-from monitor.interfaces import Payload
-from monitor.questions import (
+from monitor.http.views import (
     QuestionRow,
     RejectedRecord,
     question_rows,
     rejected_inputs,
 )
-from monitor.rejections import RecentRejection
+from monitor.interfaces import Payload
+from monitor.limits import (
+    DEFAULT_LEASE_S,
+    MAX_EVENT_NUMBER,
+    MAX_NEXT_BUDGET,
+    MAX_REPORTED_REJECTIONS,
+)
 from monitor.schema import NextItem, RunConfig, Status
-from monitor.service import Service
-from monitor.store import IngestReport, StoredEvent
+from monitor.service.rejections import RecentRejection
+from monitor.service.service import Service
+from monitor.stores.memory import IngestReport, StoredEvent
 
 MetricsRenderer = Callable[[], tuple[bytes, str]]
-# Event numbers are SQLite integers (and Redis counters): at most 2**63 - 1.
-MAX_EVENT_NUMBER = (1 << 63) - 1
 _EVENT_NUMBER = re.compile(r"[0-9]{1,19}")
-# Bounds on what one request may ask: a plan's budget (planning costs time
-# on the engine thread in proportion) and the rejections an answer lists.
-MAX_NEXT_BUDGET = 1_000
-MAX_REPORTED_REJECTIONS = 100
 _NEXT_ITEMS = TypeAdapter(list[NextItem])
 DASHBOARD = resources.files("monitor") / "dashboard"
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from monitor.errors import StoreError
 from monitor.interfaces import IngestSink, Payload
-from monitor.store import IngestReport
+from monitor.stores.memory import IngestReport
 
 log = logging.getLogger(__name__)
 

@@ -1,9 +1,9 @@
 """The asyncio service around the engine: sources in, statuses and events out.
 
-One :class:`Service` owns one :class:`~monitor.engine.Monitor`. The engine is
+One :class:`Service` owns one :class:`~monitor.engine.monitor.Monitor`. The engine is
 synchronous (its stores block on disk or network), so every engine call runs
 on one dedicated worker thread (light calls before heavy ones, see
-:mod:`monitor.worker`), which also serialises them. Sources hand in
+:mod:`monitor.service.worker`), which also serialises them. Sources hand in
 payloads through :meth:`Service.ingest_payloads`, which returns only after
 the store committed them, so a source may then acknowledge its transport.
 
@@ -28,17 +28,18 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TypeVar
 
-from monitor.engine import DEFAULT_LEASE_S, Monitor
+from monitor.engine.monitor import Monitor
 from monitor.errors import SourceConflictError
-from monitor.ingesting import with_implied_run
+from monitor.inputs.files import with_implied_run
+from monitor.inputs.wire import TrialColumns, Wire, parse_wire
 from monitor.interfaces import Payload, Publisher, TrialSource
-from monitor.rejections import RecentRejection, RecentRejections
+from monitor.limits import DEFAULT_LEASE_S
 from monitor.schema import NextItem, Rejection, RunConfig, Status
-from monitor.snapshot import Snapshot
-from monitor.store import IngestReport, StoredEvent, combined_reports
-from monitor.subscriptions import Subscription
-from monitor.wire import TrialColumns, Wire, parse_wire
-from monitor.worker import EngineWorker
+from monitor.service.rejections import RecentRejection, RecentRejections
+from monitor.service.snapshot import Snapshot
+from monitor.service.subscriptions import Subscription
+from monitor.service.worker import EngineWorker
+from monitor.stores.memory import IngestReport, StoredEvent, combined_reports
 
 log = logging.getLogger(__name__)
 Result = TypeVar("Result")

@@ -17,7 +17,7 @@ from typing import Final, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.engine import Monitor
+from monitor.engine.monitor import Monitor
 from monitor.schema import RunConfig, Status
 
 # The paper's protocol: every model gets this many trials per question.

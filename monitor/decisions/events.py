@@ -27,8 +27,8 @@ import json
 from collections.abc import Iterable
 from typing import Final
 
-from monitor.decisions import RunDecision, Settled, SettledPair
-from monitor.store import JsonValue, PendingEvent, StoredEvent
+from monitor.decisions.decide import RunDecision, Settled, SettledPair
+from monitor.stores.memory import JsonValue, PendingEvent, StoredEvent
 from scorio_core import order_confidence
 
 EVENT_KINDS: Final = (

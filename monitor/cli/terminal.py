@@ -9,13 +9,13 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from monitor.engine.scoring import Scoreboard
 from monitor.schema import Status
-from monitor.scoring import Scoreboard
-from monitor.store import StoredEvent
+from monitor.stores.memory import StoredEvent
 
 if TYPE_CHECKING:
     # Types only: the simulation is imported by `simulate` alone.
-    from monitor.simulation import SimulationResult
+    from monitor.engine.simulation import SimulationResult
 
 _BAR_WIDTH = 20
 

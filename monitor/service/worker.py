@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from monitor.snapshot import LatencyHistogram
+from monitor.service.snapshot import LatencyHistogram
 
 Result = TypeVar("Result")
 _LIGHT, _HEAVY, _STOP = 0, 1, 2

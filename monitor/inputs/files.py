@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from monitor.engine import Monitor
-from monitor.parsing import Parsed, parse_object
+from monitor.engine.monitor import Monitor
+from monitor.engine.scoring import ResultsMatrix
+from monitor.inputs.parsing import Parsed, parse_object
+from monitor.inputs.wire import Wire
 from monitor.schema import Rejection, RunConfig
-from monitor.scoring import ResultsMatrix
-from monitor.store import IngestReport, combined_reports
-from monitor.wire import Wire
+from monitor.stores.memory import IngestReport, combined_reports
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,28 +23,34 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from pydantic import ValidationError
 
-from monitor.allocation import plan_counts
-from monitor.decisions import (
+from monitor.decisions.allocation import plan_counts
+from monitor.decisions.decide import (
     RunDecision,
     Settled,
     SettledPair,
     decide,
     forecast_trials,
 )
+from monitor.decisions.events import pending_events, settled_from_events
+from monitor.engine.live_metrics import AVG, model_metrics
+from monitor.engine.reservations import Key, Reservations
+from monitor.engine.runs import Refusal, RunState
 from monitor.errors import ConfigError, UnknownRunError
-from monitor.events import pending_events, settled_from_events
-from monitor.interfaces import Store
-from monitor.ledger import NEW, Factors
-from monitor.live_metrics import AVG, model_metrics
-from monitor.parsing import (
+from monitor.inputs.parsing import (
     Parsed,
     Trial,
     describe_validation_error,
     parse_object,
     plain_trial,
 )
-from monitor.reservations import Key, Reservations
-from monitor.run import Refusal, RunState
+from monitor.inputs.wire import TrialColumns, Wire, parse_wire
+from monitor.interfaces import Store
+from monitor.limits import (
+    COLUMN_CHUNK_TRIALS,
+    DEFAULT_LEASE_S,
+    FORECAST_MEMO_SIZE,
+    MAX_UNDECLARED_RUNS,
+)
 from monitor.schema import (
     Decision,
     ModelStatus,
@@ -55,8 +61,8 @@ from monitor.schema import (
     Status,
     TrialEvent,
 )
-from monitor.sqlite_store import SqliteStore
-from monitor.store import (
+from monitor.stores.ledger import NEW, Factors
+from monitor.stores.memory import (
     Batch,
     CountChanges,
     DeadLetter,
@@ -68,23 +74,11 @@ from monitor.store import (
     TrialBatch,
     combined_reports,
 )
-from monitor.wire import TrialColumns, Wire, parse_wire
+from monitor.stores.sqlite import SqliteStore
 
 EventInput = Mapping[str, object] | TrialEvent
-# Without declared runs any run name creates state; past this many such runs
-# a new name is refused (unknown_run), so a stream of names cannot grow the
-# state (and every scrape of /metrics) without bound.
-MAX_UNDECLARED_RUNS = 1000
-# Forecast ends kept per run before the memo starts over (a few per pair).
-FORECAST_MEMO_SIZE = 4096
-# How long a plan's reservations last unless reported (see Monitor.next).
-DEFAULT_LEASE_S = 600.0
 # Events read per store call when catching up with a run's event log.
 _EVENTS_PER_READ = 1000
-# ingest_columns counts a call in chunks of this many trials: one chunk's
-# per-trial temporaries (lists and index arrays, a few hundred bytes a
-# trial) bound the call's peak memory, however long the columns are.
-COLUMN_CHUNK_TRIALS = 1 << 17
 
 
 class Monitor:
@@ -136,7 +130,7 @@ class Monitor:
         self._event_log: dict[str, list[StoredEvent]] = {}
         self._runs: dict[str, RunState] = {}
         self._decisions: dict[str, RunDecision] = {}
-        # Each run's settled decisions: final once fired (see monitor.events).
+        # Each run's settled decisions: final once fired (see monitor.decisions.events).
         self._settled: dict[str, Settled] = {}
         # Simulated forecast ends by pair state, kept between statuses.
         self._forecast_memo: dict[str, dict[tuple[object, ...], float]] = {}

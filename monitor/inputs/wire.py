@@ -4,8 +4,8 @@ Every wire format (HTTP bodies, MQTT payloads, stream entries, JSON lines)
 carries JSON bytes. :func:`parse_wire` decodes them with msgspec into typed
 structs, checks them column by column and hands a batch of plain trials to
 the engine as one :class:`TrialColumns`, which it counts with its vectorised
-steps. It takes a payload only when :func:`monitor.parsing.parse_payload`
-would give plain trials (:class:`~monitor.parsing.Trial`) for every element,
+steps. It takes a payload only when :func:`monitor.inputs.parsing.parse_payload`
+would give plain trials (:class:`~monitor.inputs.parsing.Trial`) for every element,
 equal field for field; anything else (a signal, an unknown field, a bad
 value, a JSON quirk msgspec reads differently) goes to ``parse_payload``
 whole, so acceptance and every rejection reason stay as they were. When the
@@ -27,10 +27,7 @@ import numpy as np
 from msgspec import UNSET, Struct, UnsetType
 from numpy.typing import NDArray
 
-from monitor.ledger import NUMBERED_IDS, Factors
-from monitor.parsing import (
-    MAX_BATCH_ITEMS,
-    MAX_PAYLOAD_BYTES,
+from monitor.inputs.parsing import (
     Parsed,
     Trial,
     finite_float,
@@ -40,6 +37,8 @@ from monitor.parsing import (
     parse_payload,
     strict_id,
 )
+from monitor.limits import MAX_BATCH_ITEMS, MAX_PAYLOAD_BYTES
+from monitor.stores.ledger import NUMBERED_IDS, Factors
 
 
 class _Cost(Struct, forbid_unknown_fields=True, gc=False):
@@ -61,7 +60,7 @@ class _Bare(Struct, forbid_unknown_fields=True, gc=False):
 class _Event(_Bare, forbid_unknown_fields=True, gc=False):
     """A plain trial event as JSON gives it; any other field declines it.
 
-    Types are those :func:`~monitor.parsing.plain_trial` accepts (``null``
+    Types are those :func:`~monitor.inputs.parsing.plain_trial` accepts (``null``
     where it treats null as absent); msgspec refuses a bool for an int and a
     number for a string, as ``plain_trial`` does.
     """
@@ -288,7 +287,7 @@ def parse_wire(
     run: str | None = None,
     max_items: int = MAX_BATCH_ITEMS,
 ) -> list[Wire]:
-    """:func:`~monitor.parsing.parse_payload`, with plain trials as columns.
+    """:func:`~monitor.inputs.parsing.parse_payload`, with plain trials as columns.
 
     A payload of one plain trial gives a :class:`Trial`; an array of two or
     more gives one :class:`TrialColumns`; anything else what

@@ -17,20 +17,15 @@ from typing import Final, NamedTuple
 import numpy as np
 from pydantic import ValidationError
 
-from monitor.schema import MAX_ID_LENGTH, Rejection, RejectionKind, TrialEvent
-
-MAX_PAYLOAD_BYTES: Final = 1 << 20
-MAX_RAW_KEPT: Final = 4096
-# Events in one payload: a larger array is refused whole, so one request
-# cannot make the engine classify (or dead-letter) without bound.
-MAX_BATCH_ITEMS: Final = 10_000
-# A trial event nests three levels at most (batch, event, cost or signals);
-# deeper input is refused before anything walks it recursively.
-MAX_DEPTH: Final = 16
-# Brackets a payload may open before it is refused undecoded. json.loads
-# recurses per level, so without this bound whether ~1,000 levels parse
-# (and so which reason a refusal gives) would depend on the caller's stack.
-MAX_PARSE_DEPTH: Final = 256
+from monitor.limits import (
+    MAX_BATCH_ITEMS,
+    MAX_DEPTH,
+    MAX_ID_LENGTH,
+    MAX_PARSE_DEPTH,
+    MAX_PAYLOAD_BYTES,
+    MAX_RAW_KEPT,
+)
+from monitor.schema import Rejection, RejectionKind, TrialEvent
 
 
 class Trial(NamedTuple):

@@ -18,11 +18,12 @@ from typing import Literal, cast
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.decisions import Standing, build_rule
-from monitor.ledger import NEW, NumberedRows, run_starts
-from monitor.rubrics import RUBRICS
-from monitor.schema import MAX_ID_LENGTH, RejectionKind, RunConfig, TrialEvent
-from monitor.store import (
+from monitor.decisions.decide import Standing, build_rule
+from monitor.limits import MAX_ID_LENGTH
+from monitor.rubrics.schemas import RUBRICS
+from monitor.schema import RejectionKind, RunConfig, TrialEvent
+from monitor.stores.ledger import NEW, NumberedRows, run_starts
+from monitor.stores.memory import (
     VECTOR_THRESHOLD,
     CountChanges,
     ModelCounts,

@@ -1,0 +1,1 @@
+"""Rubric schemas: per-trial signals to a category with default weights."""
