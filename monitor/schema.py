@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from monitor.limits import MAX_ID_LENGTH, MAX_QUESTION_COUNT, MAX_SIGNALS
-from monitor.rubrics.schemas import RUBRICS
+from monitor.rubrics import RUBRICS
 from scorio_core.count_metrics import MetricSpec
 
 

@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from monitor.decisions.decide import Standing, build_rule
 from monitor.limits import MAX_ID_LENGTH
-from monitor.rubrics.schemas import RUBRICS
+from monitor.rubrics import RUBRICS
 from monitor.schema import RejectionKind, RunConfig, TrialEvent
 from monitor.stores.ledger import NEW, NumberedRows, run_starts
 from monitor.stores.memory import (

@@ -15,7 +15,7 @@ from scorio.categorical import Thresholds as LibraryThresholds
 from scorio.categorical import evaluate_schema
 
 from monitor import Monitor, RunConfig
-from monitor.rubrics.schemas import (
+from monitor.rubrics import (
     RUBRICS,
     SIGNALS,
     THRESHOLDS,
