@@ -9,7 +9,10 @@ must have its length. Config validation calls :meth:`Rubric.check_thresholds`,
 so a missing threshold is a config error, not a stream of rejections. A trial
 event then carries ``signals`` (names from :data:`SIGNALS`) instead of
 ``category``; the run classifies it once, at ingestion
-(:meth:`Rubric.classify`), and counts the category like any other. Pure
+(:meth:`Rubric.classify`), and counts the category like any other. A
+``ValueError`` from :meth:`Rubric.classify` becomes a rejected input with its
+message. Thresholds are fixed for the run's life, so a re-delivered event
+classifies to the same category and replays rebuild the same counts. Pure
 functions of one trial's signals and a run's fixed thresholds: no I/O, no
 engine state.
 

@@ -15,8 +15,8 @@ from typing import Final
 import numpy as np
 
 from monitor.rubrics.reading import Reading
-from monitor.rubrics.signals import SIGNALS, Signals, _signal_value
-from monitor.rubrics.thresholds import _ORDERED, THRESHOLDS, Thresholds
+from monitor.rubrics.signals import SIGNALS, Signals, signal_value
+from monitor.rubrics.thresholds import ORDERED_CUTS, THRESHOLDS, Thresholds
 
 _NAME: Final = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -101,7 +101,7 @@ class Rubric:
                 )
             if not math.isfinite(value):
                 raise ValueError(f"threshold {name} must be finite; got {value}")
-        for low, high in _ORDERED:
+        for low, high in ORDERED_CUTS:
             if {low, high} <= set(self.thresholds) and thresholds[low] > thresholds[
                 high
             ]:
@@ -123,10 +123,8 @@ class Rubric:
                 threshold is missing; the message says which and why.
         """
         self.check_thresholds(thresholds)
-        values = {
-            name: _signal_value(self.name, name, signals) for name in self.signals
-        }
+        values = {name: signal_value(self.name, name, signals) for name in self.signals}
         for name in self.optional:
             if signals.get(name) is not None:
-                values[name] = _signal_value(self.name, name, signals)
+                values[name] = signal_value(self.name, name, signals)
         return self.rule(Reading(values, thresholds))

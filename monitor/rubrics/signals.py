@@ -47,7 +47,13 @@ SIGNALS: Final[Mapping[str, SignalSpec]] = MappingProxyType(
 )
 
 
-def _signal_value(rubric: str, name: str, signals: Signals) -> float:
+def signal_value(rubric: str, name: str, signals: Signals) -> float:
+    """Signal ``name`` of a trial as a float, checked against its kind.
+
+    Raises:
+        ValueError: The signal is missing or not a valid value of its kind;
+            the message names ``rubric`` and the signal.
+    """
     spec = SIGNALS[name]
     value = signals.get(name)
     if value is None:

@@ -1,27 +1,9 @@
 r"""The rubric schemas: the paper's twelve and the library's three, by name.
 
-This module holds the twelve categorical schemas of the Bayes@N paper's rubric
-experiments (Appendix D.1, Tables 4 and 5), under the names of DESIGN section
-5, plus three signal schemas of the authors' library (``scorio.categorical``)
-under ``scorio_``-prefixed names, and the helper that computes a run's
-thresholds from an earlier log. Pure functions of one trial's signals and a
-run's fixed thresholds: no I/O, no engine state; the engine calls
-:meth:`Rubric.classify`.
-
-How the engine uses it. A run config names a rubric (``rubric =
-"conf_calibrated"``) and fixes its thresholds (``thresholds = {tau_low_wrong
-= 0.9, corr_p33 = 0.4, corr_p66 = 0.7}``), which :func:`thresholds_from_signals`
-computes from a pilot or earlier log by the paper's percentiles. The run's
-``weights`` default to the rubric's and must have its length. Config
-validation calls :meth:`Rubric.check_thresholds`, so a missing threshold is a
-config error, not a stream of rejections. A trial event then carries
-``signals`` (names from :data:`SIGNALS`) instead of ``category``; the run
-classifies it once, at ingestion, and counts the category like any other. A
-``ValueError`` from :meth:`Rubric.classify` becomes a rejected input with its
-message. Thresholds are fixed for the run's life (the paper computes them per
-data set after the fact; a streaming monitor must fix them before counting),
-so a re-delivered event classifies to the same category and replays rebuild
-the same counts.
+The twelve categorical schemas of the Bayes@N paper's rubric experiments
+(Appendix D.1, Tables 4 and 5), under the names of DESIGN section 5, plus
+three signal schemas of the authors' library (``scorio.categorical``) under
+``scorio_``-prefixed names, each with its rule and default weights.
 
 The paper's rules (Table 4), invalid checked first in every paper schema:
 invalid is ``repeated_pattern = 1`` or ``verifier_invalid >= 0.5``; correct is

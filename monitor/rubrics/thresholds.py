@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 import numpy as np
 
-from monitor.rubrics.signals import Signals, _signal_value
+from monitor.rubrics.signals import Signals, signal_value
 
 if TYPE_CHECKING:
     from monitor.rubrics.rubric import Rubric
@@ -71,7 +71,7 @@ THRESHOLDS: Final[Mapping[str, ThresholdSpec]] = MappingProxyType(
 )
 
 # Pairs that must be ordered when a rubric uses both.
-_ORDERED: Final = (("len_p33", "len_p66"), ("corr_p33", "corr_p66"))
+ORDERED_CUTS: Final = (("len_p33", "len_p66"), ("corr_p33", "corr_p66"))
 
 
 def thresholds_from_signals(
@@ -132,11 +132,11 @@ def thresholds_from_signals(
             if row.get(signal) is None:
                 continue
             try:
-                value = float(_signal_value(rubric.name, signal, row))
+                value = float(signal_value(rubric.name, signal, row))
                 if among != "all":
                     if row.get("is_correct") is None:
                         continue
-                    correct = _signal_value(rubric.name, "is_correct", row) >= 0.5
+                    correct = signal_value(rubric.name, "is_correct", row) >= 0.5
                     if correct != (among == "correct"):
                         continue
             except ValueError as exc:
