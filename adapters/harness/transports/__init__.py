@@ -1,0 +1,48 @@
+"""Transports: the ways a harness client reaches a monitor, behind one interface.
+
+A transport does one attempt of each operation and says whether a failure is
+worth another (:class:`MonitorUnavailableError`) or not (any other
+:class:`~monitor.errors.MonitorError`); batching and retries belong to the
+client (:mod:`adapters.harness.client`). The interface and the shared parts
+are in :mod:`~adapters.harness.transports.base`; one module per transport:
+
+- :class:`HttpTransport`: the service's HTTP API, through httpx;
+- :class:`MqttTransport`: trials published at QoS 1 on
+  ``{prefix}/{run}/trials``, statuses read from the retained
+  ``{prefix}/{run}/status`` topics, through aiomqtt; it cannot plan or
+  declare runs (those need HTTP or an embedded monitor);
+- :class:`EmbeddedTransport`: a :class:`monitor.Monitor` in this process.
+
+httpx and aiomqtt stop here: each has one place that turns its exceptions
+into monitor errors::
+
+    MonitorError (monitor.errors)
+    ├── UnknownRunError          the monitor does not know the run
+    ├── ConfigError              a run declaration was refused
+    ├── MonitorUnavailableError  no connection, a timeout, HTTP 408, 429 or 5xx
+    └── RequestRejectedError     any other refusal, or an unreadable answer
+"""
+
+from adapters.harness.transports.base import (
+    RESERVED_IN_RUN,
+    MonitorUnavailableError,
+    RequestRejectedError,
+    Transport,
+    check_run,
+    encode,
+)
+from adapters.harness.transports.embedded import EmbeddedTransport
+from adapters.harness.transports.http import HttpTransport
+from adapters.harness.transports.mqtt import MqttTransport
+
+__all__ = [
+    "RESERVED_IN_RUN",
+    "EmbeddedTransport",
+    "HttpTransport",
+    "MonitorUnavailableError",
+    "MqttTransport",
+    "RequestRejectedError",
+    "Transport",
+    "check_run",
+    "encode",
+]

@@ -1,0 +1,181 @@
+"""The HTTP transport: the service's HTTP API through httpx.
+
+httpx stops here: :meth:`HttpTransport._request` is the one place its
+exceptions and the HTTP statuses become monitor errors.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Final, TypeVar
+from urllib.parse import quote, urlsplit
+
+import httpx
+from pydantic import TypeAdapter, ValidationError
+
+from adapters.harness.transports.base import (
+    MonitorUnavailableError,
+    RequestRejectedError,
+    check_run,
+    encode,
+)
+from monitor.errors import ConfigError, UnknownRunError
+from monitor.schema import NextItem, RunConfig, Status, TrialEvent
+
+log = logging.getLogger(__name__)
+Result = TypeVar("Result")
+
+_NEXT_ITEMS: Final = TypeAdapter(list[NextItem])
+
+
+class HttpTransport:
+    """The service's HTTP API (``scorio-monitor serve``), through httpx.
+
+    Args:
+        url: The service's base URL, e.g. ``http://127.0.0.1:8000``.
+        token: Bearer token for the write routes, if the service has one.
+        timeout_s: Time limit of one request.
+
+    Raises:
+        ValueError: for a URL that is not ``http(s)://host[:port]``.
+    """
+
+    def __init__(
+        self, url: str, *, token: str | None = None, timeout_s: float = 10.0
+    ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"url must look like http://host:port; got {url!r}")
+        self._url = url.rstrip("/")
+        self._token = token
+        self._timeout_s = timeout_s
+        self._http: httpx.AsyncClient | None = None
+
+    @property
+    def name(self) -> str:
+        return self._url
+
+    async def __aenter__(self) -> HttpTransport:
+        headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
+        self._http = httpx.AsyncClient(
+            base_url=self._url,
+            headers=headers,
+            # A monitor that is away must not hold the harness up: connecting
+            # to one that is there takes milliseconds.
+            timeout=httpx.Timeout(self._timeout_s, connect=min(self._timeout_s, 1.0)),
+        )
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    async def send(self, run: str, events: Sequence[TrialEvent]) -> None:
+        response = await self._request(
+            "POST", f"{_run_path(run)}/trials", run, content=encode(events)
+        )
+        answer = _json(response)
+        rejected = answer.get("rejected") if isinstance(answer, dict) else None
+        for item in rejected if isinstance(rejected, list) else []:
+            reason = item.get("reason") if isinstance(item, dict) else item
+            log.warning("%s refused a trial of run %r: %s", self._url, run, reason)
+
+    async def status(self, run: str) -> Status:
+        response = await self._request("GET", f"{_run_path(run)}/status", run)
+        return _parsed(Status.model_validate_json, response)
+
+    async def next(
+        self, run: str, budget: int, lease_s: float, model: str | None = None
+    ) -> list[NextItem]:
+        params: dict[str, int | float | str] = {"budget": budget, "lease_s": lease_s}
+        if model is not None:
+            params["model"] = model
+        response = await self._request(
+            "GET", f"{_run_path(run)}/next", run, params=params
+        )
+        return _parsed(_NEXT_ITEMS.validate_json, response)
+
+    async def declare(self, config: RunConfig) -> RunConfig:
+        response = await self._request(
+            "POST", "/runs", None, content=config.model_dump_json().encode()
+        )
+        return _parsed(RunConfig.model_validate_json, response)
+
+    async def release(self, run: str, items: Sequence[NextItem]) -> int:
+        body = _NEXT_ITEMS.dump_json(list(items))
+        response = await self._request(
+            "POST", f"{_run_path(run)}/release", run, content=body
+        )
+        answer = _json(response)
+        released = answer.get("released") if isinstance(answer, dict) else None
+        return released if isinstance(released, int) else 0
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        run: str | None,
+        *,
+        content: bytes | None = None,
+        params: dict[str, int | float | str] | None = None,
+    ) -> httpx.Response:
+        """The one place httpx's errors and HTTP statuses become monitor errors."""
+        if self._http is None:
+            raise RuntimeError("enter the transport (async with) before using it")
+        headers = {"Content-Type": "application/json"} if content is not None else {}
+        try:
+            response = await self._http.request(
+                method, path, content=content, params=params, headers=headers
+            )
+        except httpx.HTTPError as exc:
+            raise MonitorUnavailableError(
+                f"{method} {self._url}{path} failed: {exc!r}"
+            ) from exc
+        code = response.status_code
+        if response.is_success:
+            return response
+        detail = _detail(response)
+        if code == 404 and run is not None and detail.startswith("unknown run"):
+            raise UnknownRunError(run)
+        if code in (408, 429) or code >= 500:
+            raise MonitorUnavailableError(f"{self._url} answered {code}: {detail}")
+        if code in (409, 422) and run is None:
+            raise ConfigError(detail)
+        raise RequestRejectedError(detail, code)
+
+
+def _run_path(run: str) -> str:
+    return f"/runs/{quote(check_run(run), safe='')}"
+
+
+def _json(response: httpx.Response) -> object:
+    try:
+        answer: object = response.json()
+    except ValueError:
+        return None
+    return answer
+
+
+def _detail(response: httpx.Response) -> str:
+    answer = _json(response)
+    if isinstance(answer, dict) and isinstance(answer.get("detail"), str):
+        return str(answer["detail"])
+    return response.text[:300] or response.reason_phrase
+
+
+def _parsed(parse: Callable[[bytes], Result], response: httpx.Response) -> Result:
+    try:
+        return parse(response.content)
+    except ValidationError as exc:
+        raise RequestRejectedError(
+            f"unexpected answer from {response.request.url}: {exc}",
+            response.status_code,
+        ) from exc
