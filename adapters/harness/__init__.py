@@ -10,12 +10,12 @@ dependency, so import ``adapters.harness.inspect_ai`` explicitly.
 
 from adapters.harness.client import (
     AsyncMonitorClient,
-    MonitorClient,
-    Retry,
     attempt_id,
     new_eval_id,
     transport_for,
 )
+from adapters.harness.retry import Retry
+from adapters.harness.sync_client import MonitorClient
 from adapters.harness.transports import (
     EmbeddedTransport,
     HttpTransport,

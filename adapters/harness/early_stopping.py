@@ -31,8 +31,9 @@ from inspect_ai.scorer import SampleScore
 from inspect_ai.util import EarlyStop
 from pydantic import JsonValue
 
-from adapters.harness.client import AsyncMonitorClient, Retry
+from adapters.harness.client import AsyncMonitorClient
 from adapters.harness.inspect_ai import InspectSettings, connect, run_name
+from adapters.harness.retry import Retry
 from adapters.harness.transports import MonitorUnavailableError
 from monitor.errors import ConfigError, MonitorError, UnknownRunError
 from monitor.limits import DEFAULT_LEASE_S

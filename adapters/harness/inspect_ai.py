@@ -80,7 +80,8 @@ from inspect_ai.hooks import (
 from inspect_ai.log import EvalSample
 from inspect_ai.scorer import Score
 
-from adapters.harness.client import AsyncMonitorClient, Retry, transport_for
+from adapters.harness.client import AsyncMonitorClient, transport_for
+from adapters.harness.retry import Retry
 from adapters.harness.transports import (
     EmbeddedTransport,
     MonitorUnavailableError,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from adapters.harness.client import MonitorClient, transport_for
+from adapters.harness import MonitorClient, transport_for
 from adapters.jsonl import Cursor, JsonLines
 from monitor.config import load_run_configs
 from monitor.inputs.files import ItemBatch
