@@ -3,9 +3,11 @@
 :class:`AsyncMonitorClient` works over any transport of
 :mod:`adapters.harness.transports` (HTTP, MQTT, an embedded monitor) and
 adds what harness code needs around it: a buffer of reported trials sent in
-batches (one request or message, a JSON array, per batch of a run), and
-retries with backoff. :class:`MonitorClient` is the same client for
-synchronous code; :func:`transport_for` picks a transport from a URL.
+batches (one request or message, a JSON array, per batch of a run;
+:mod:`adapters.harness.buffer`), and retries with jittered backoff
+(:mod:`adapters.harness.retry`). :class:`~adapters.harness.MonitorClient`
+(:mod:`adapters.harness.sync_client`) is the same client for synchronous
+code; :func:`transport_for` picks a transport from a URL.
 
 A trial is one attempt: its id must be new for every eval and the same for
 every re-delivery of that attempt. :func:`attempt_id` makes one from an eval
@@ -41,7 +43,8 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 
 from adapters.harness.breaker import BreakerSettings, CircuitBreaker
-from adapters.harness.retry import Retry
+from adapters.harness.buffer import TrialBuffer
+from adapters.harness.retry import Retry, retrying
 from adapters.harness.transports import (
     HttpTransport,
     MonitorUnavailableError,
@@ -139,25 +142,15 @@ class AsyncMonitorClient:
         retry: Retry | None = None,
         breaker: BreakerSettings | None = None,
     ) -> None:
-        if batch_size < 1 or max_buffered < batch_size:
-            raise ValueError(
-                "need 1 <= batch_size <= max_buffered; got "
-                f"{batch_size} and {max_buffered}"
-            )
         if flush_interval_s is not None and flush_interval_s <= 0:
             raise ValueError(f"flush_interval_s must be > 0; got {flush_interval_s}")
+        self._buffer = TrialBuffer(batch_size, max_buffered)
         self._transport = transport
-        self._batch_size = batch_size
         self._flush_interval_s = flush_interval_s
-        self._max_buffered = max_buffered
         self._retry = retry if retry is not None else Retry()
         self._breaker = CircuitBreaker(
             breaker, what=f"scorio-monitor at {transport.name}"
         )
-        self._buffer: dict[str, list[TrialEvent]] = {}
-        self._pending = 0
-        self._dropped = 0
-        self._overflowing = False
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._group: asyncio.TaskGroup | None = None
@@ -206,7 +199,9 @@ class AsyncMonitorClient:
                 try:
                     await self.flush()
                 except MonitorError as exc:
-                    log.error("%d trials were not delivered: %s", self._pending, exc)
+                    log.error(
+                        "%d trials were not delivered: %s", self._buffer.pending, exc
+                    )
         finally:
             self._state = Lifecycle.CLOSED
             await self._transport.__aexit__(kind, error, traceback)
@@ -216,12 +211,12 @@ class AsyncMonitorClient:
     @property
     def pending(self) -> int:
         """Trials reported but not sent yet."""
-        return self._pending
+        return self._buffer.pending
 
     @property
     def dropped(self) -> int:
         """Trials dropped because the buffer was full while the monitor was away."""
-        return self._dropped
+        return self._buffer.dropped
 
     @property
     def monitor_away(self) -> bool:
@@ -235,7 +230,7 @@ class AsyncMonitorClient:
         A caller that must not wait can check this and drop a trial instead
         of reporting it (:meth:`report` would first try to flush).
         """
-        return self._pending >= self._max_buffered
+        return self._buffer.is_full
 
     async def report(self, events: TrialEvent | Iterable[TrialEvent]) -> None:
         """Buffer trials; send full batches (see the class docstring).
@@ -254,29 +249,14 @@ class AsyncMonitorClient:
         batch = [events] if isinstance(events, TrialEvent) else list(events)
         for event in batch:
             check_run(event.run)
-        if self._pending + len(batch) > self._max_buffered:
+        if not self._buffer.has_room(len(batch)):
             with contextlib.suppress(MonitorUnavailableError):
                 await self.flush()
-            if self._pending + len(batch) > self._max_buffered:
-                self._dropped += len(batch)
-                if not self._overflowing:
-                    self._overflowing = True
-                    log.warning(
-                        "the monitor is away and %d trials wait to be sent: "
-                        "dropping new trials until it returns",
-                        self._pending,
-                    )
+            if not self._buffer.has_room(len(batch)):
+                self._buffer.drop(len(batch))
                 return
-        if self._overflowing:
-            self._overflowing = False
-            log.warning(
-                "sending trials again; %d were dropped while the buffer was full",
-                self._dropped,
-            )
-        for event in batch:
-            self._buffer.setdefault(event.run, []).append(event)
-        self._pending += len(batch)
-        if any(len(queue) >= self._batch_size for queue in self._buffer.values()):
+        self._buffer.add(batch)
+        if self._buffer.has_full_batch:
             if self._flusher is not None:
                 self._wake.set()
             else:
@@ -299,10 +279,8 @@ class AsyncMonitorClient:
     async def _send(self, complete_only: bool) -> int:
         sent = 0
         async with self._lock:
-            for run in list(self._buffer):
-                queue = self._buffer[run]
-                while queue and (not complete_only or len(queue) >= self._batch_size):
-                    chunk = queue[: self._batch_size]
+            for run in self._buffer.runs:
+                while chunk := self._buffer.batch(run, complete_only=complete_only):
                     try:
                         await self._retrying(
                             f"sending {len(chunk)} trials of run {run!r}",
@@ -310,18 +288,11 @@ class AsyncMonitorClient:
                         )
                     except RequestRejectedError as exc:
                         log.error("dropped %d refused trials: %s", len(chunk), exc)
-                        self._forget(run, len(chunk))
+                        self._buffer.forget(run, len(chunk))
                         raise
-                    self._forget(run, len(chunk))
+                    self._buffer.forget(run, len(chunk))
                     sent += len(chunk)
         return sent
-
-    def _forget(self, run: str, count: int) -> None:
-        queue = self._buffer[run]
-        del queue[:count]
-        self._pending -= count
-        if not queue:
-            del self._buffer[run]
 
     async def _flush_periodically(self, interval_s: float) -> None:
         """Supervise background flushes: log failures, never give up."""
@@ -427,28 +398,4 @@ class AsyncMonitorClient:
     async def _retrying(
         self, action: str, operation: Callable[[], Awaitable[Result]]
     ) -> Result:
-        if not self._breaker.allows():
-            raise MonitorUnavailableError(
-                f"{action}: the monitor is unreachable; next try in "
-                f"{self._breaker.retry_in_s:.1f} s",
-                attempts=0,
-            )
-        delays = self._retry.delays()
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                result = await operation()
-            except MonitorUnavailableError as exc:
-                delay = next(delays, None)
-                if delay is None:
-                    self._breaker.failed(exc)
-                    raise MonitorUnavailableError(
-                        f"{action}: gave up after {attempt} attempts: {exc}",
-                        attempts=attempt,
-                    ) from exc
-                log.info("%s failed (%s); retrying in %.2f s", action, exc, delay)
-                await asyncio.sleep(delay)
-            else:
-                self._breaker.succeeded()
-                return result
+        return await retrying(action, operation, self._retry, self._breaker)
