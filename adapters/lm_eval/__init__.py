@@ -4,8 +4,9 @@
 following it for new files), ``read_results`` a results file.
 """
 
+from adapters.lm_eval.records import LmEvalOptions
 from adapters.lm_eval.results import LmEvalResults, TaskScore, read_results
-from adapters.lm_eval.samples import LmEvalOptions, LmEvalSamples, read_lm_eval
+from adapters.lm_eval.samples import LmEvalSamples, read_lm_eval
 
 __all__ = [
     "LmEvalOptions",

@@ -42,7 +42,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from adapters.lm_eval.samples_file import LmEvalOptions, _SamplesFile
+from adapters.lm_eval.records import LmEvalOptions
+from adapters.lm_eval.samples_file import SamplesFile
 from monitor.inputs.files import Item, ItemBatch
 
 
@@ -76,7 +77,7 @@ class LmEvalSamples:
         self._poll_interval_s = poll_interval_s
         self._batch_items = batch_items
         self._sleep = sleep
-        self._files: dict[Path, _SamplesFile] = {}
+        self._files: dict[Path, SamplesFile] = {}
         self._stopped = False
 
     @property
@@ -111,7 +112,7 @@ class LmEvalSamples:
                 return
             self._sleep(self._poll_interval_s)
 
-    def _discover(self) -> list[_SamplesFile]:
+    def _discover(self) -> list[SamplesFile]:
         if self._path.is_dir():
             # lm-eval's own rule for samples files: "samples_" and ".json".
             paths = sorted(
@@ -123,7 +124,7 @@ class LmEvalSamples:
             paths = [self._path] if self._path.is_file() else []
         for path in paths:
             if path not in self._files:
-                self._files[path] = _SamplesFile(path, self._options)
+                self._files[path] = SamplesFile(path, self._options)
         return list(self._files.values())
 
 
