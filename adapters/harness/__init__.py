@@ -1,9 +1,11 @@
 """Harness integrations: a client for evaluation code, and Inspect AI's hooks.
 
 One package per outside system; here the outside system is the harness, so
-the client (:mod:`adapters.harness.client` over the transports of
-:mod:`adapters.harness.transports`) and the Inspect AI integration
-(:mod:`adapters.harness.inspect_ai`, which uses the client) live together.
+the client (:mod:`adapters.harness.client`, its buffer, retry policy and
+circuit breaker, and :mod:`adapters.harness.sync_client` for synchronous
+code, over the transports of :mod:`adapters.harness.transports`) and the
+Inspect AI integration (:mod:`adapters.harness.inspect_ai`, which uses the
+client) live together.
 The Inspect AI module is not imported here: inspect-ai is an optional
 dependency, so import ``adapters.harness.inspect_ai`` explicitly.
 """
