@@ -16,7 +16,7 @@ from scorio_core.comparison import (
     z_score,
     z_threshold,
 )
-from scorio_core.counts import CountStorage, CountTable, category_counts
+from scorio_core.counts import CountTable, category_counts
 from scorio_core.maxreward import max_at_k, max_at_k_ci
 from scorio_core.metrics import avg, avg_ci, bayes, bayes_ci
 from scorio_core.passk import (
@@ -59,6 +59,7 @@ from scorio_core.spectrum import (
     threshold_spectrum_at_k,
     threshold_spectrum_at_k_ci,
 )
+from scorio_core.storage import CountStorage
 from scorio_core.tailpass import tailpass_empirical
 from scorio_core.tailprofile import TailPassDraws, TailPassProfile, tailpass
 
