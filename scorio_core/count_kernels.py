@@ -9,6 +9,7 @@ batch's arguments into integer arrays.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Sequence
 
 import numpy as np
@@ -29,7 +30,7 @@ def category_counts(
     return counts.reshape(rows, category_count)
 
 
-def _row_terms(
+def row_terms(
     nu: NDArray[np.int64], scaled: ScaledWeights
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """:func:`row_term` of many rows: the same float operations, in order.
@@ -57,7 +58,7 @@ def _row_terms(
     return means, np.maximum(variances, 0.0)
 
 
-def _is_category(value: object, category_total: int) -> bool:
+def is_category(value: object, category_total: int) -> bool:
     return (
         isinstance(value, int | np.integer)
         and not isinstance(value, bool | np.bool_)
@@ -65,7 +66,7 @@ def _is_category(value: object, category_total: int) -> bool:
     )
 
 
-def _count_matrix(
+def count_matrix(
     values: ArrayLike, shape: tuple[int, int], name: str, signed: bool = False
 ) -> NDArray[np.int64]:
     """Integer counts of ``shape``; non-negative unless ``signed`` (deltas)."""
@@ -80,7 +81,7 @@ def _count_matrix(
     return matrix
 
 
-def _factorize(
+def factorize(
     questions: Sequence[Hashable],
 ) -> tuple[NDArray[np.int64], list[Hashable]]:
     """Codes into the distinct questions, which keep first-seen order."""
@@ -90,7 +91,7 @@ def _factorize(
     return codes, uniques
 
 
-def _integer_vector(values: ArrayLike, size: int, name: str) -> NDArray[np.int64]:
+def integer_vector(values: ArrayLike, size: int, name: str) -> NDArray[np.int64]:
     array = np.asarray(values)
     if array.shape != (size,):
         raise ValueError(
@@ -102,6 +103,54 @@ def _integer_vector(values: ArrayLike, size: int, name: str) -> NDArray[np.int64
     return vector
 
 
-def _readonly(array: NDArray[np.int64]) -> NDArray[np.int64]:
+def readonly(array: NDArray[np.int64]) -> NDArray[np.int64]:
     array.setflags(write=False)
     return array
+
+
+def observed_average(
+    observed: NDArray[np.integer],
+    prior: NDArray[np.integer],
+    variances: NDArray[np.float64],
+    scaled: ScaledWeights,
+) -> tuple[float, float]:
+    """avg@N and ``sigma_a`` of rows of counts (see :attr:`CountTable.avg`).
+
+    ``variances`` holds each row's posterior variance term, by row.
+
+    Raises:
+        ValueError: when no trial has been observed.
+    """
+    means: list[float] = []
+    spreads: list[float] = []
+    category_count = len(scaled.unit)
+    priors = prior.tolist()
+    for row, counts in enumerate(observed.tolist()):
+        trials = sum(counts)
+        if trials == 0:
+            continue
+        total = trials + sum(priors[row]) + category_count
+        means.append(
+            sum(n * u for n, u in zip(counts, scaled.unit, strict=True)) / trials
+        )
+        spreads.append((total / trials) ** 2 * variances[row])
+    if not means:
+        raise ValueError("avg needs at least one observed trial")
+    scale = scaled.scale
+    average = scaled.offset + scale * math.fsum(means) / len(means)
+    sigma = scale * math.sqrt(math.fsum(spreads)) / len(means)
+    return average, sigma
+
+
+def first_negative_row(
+    counts: NDArray[np.integer], rows: NDArray[np.int64], deltas: NDArray[np.int64]
+) -> int | None:
+    """The first of ``rows`` whose counts plus its deltas go below zero, if any."""
+    if not deltas.size or int(deltas.min()) >= 0:
+        return None
+    retracting = (deltas < 0).any(axis=1)
+    touched = rows[retracting]
+    bad = (counts[touched] + deltas[retracting] < 0).any(axis=1)
+    if not bad.any():
+        return None
+    return int(touched[np.argmax(bad)])

@@ -20,20 +20,12 @@ when needed, not stored: 100 models x 10,000 questions x 8 categories take
 numbered once for all models; a row another table added is empty here
 until this table touches it.
 
-The tables of a run are layers of one :class:`CountStorage`: the observed
-and prior counts (layers x rows x categories), the row totals and the
-per-question terms (layers x rows) of all its models in one set of arrays.
-A table reads and writes its layer through views, as a table of its own
-would; a batch of many models' trials (a wire array of 1,000 trials is 20
-models x 50 questions) gathers and scatters each array once for all of
-them through flat indices ``layer * capacity + row``, where one pass per
-table cost some seven NumPy calls a table, ~10 us a model a call. Rows
-grow by doubling (up to the declared count), layers by half when a model
-arrives, and a count that does not fit widens the count type of every
-layer. A storage of a MB or more lives in private anonymous memory maps:
-layers no table has yet take no memory, layers are added in place (mremap,
-no second copy at the peak), and the pages of a replaced array go back to
-the system. A table on its own, or a copy, has a storage of its own.
+The tables of a run are layers of one
+:class:`~scorio_core.storage.CountStorage` (see there): a table reads and
+writes its layer through views, as a table of its own would, and a batch of
+many models' trials updates all their layers in one pass. A table on its
+own, or a copy, has a storage of its own. The vectorised kernels both share
+are in :mod:`scorio_core.count_kernels`.
 
 Float drift: each update moves the running sums by one rounding of size
 ``eps * |sum|``; every ``max(1024, rows // 8)`` updates the sums are replaced
@@ -62,13 +54,15 @@ from numpy.typing import ArrayLike, NDArray
 
 from scorio_core import _validation as check
 from scorio_core.count_kernels import (
-    _count_matrix,
-    _factorize,
-    _integer_vector,
-    _is_category,
-    _readonly,
-    _row_terms,
     category_counts,
+    count_matrix,
+    factorize,
+    first_negative_row,
+    integer_vector,
+    is_category,
+    observed_average,
+    readonly,
+    row_terms,
 )
 from scorio_core.posterior import (
     Posterior,
@@ -80,8 +74,8 @@ from scorio_core.question_index import QuestionIndex
 from scorio_core.storage import (
     CountStorage,
     _batch_updates,
-    _check_member,
-    _max_of,
+    check_member,
+    max_of,
 )
 
 __all__ = ["CountStorage", "CountTable", "category_counts"]
@@ -101,6 +95,15 @@ class CountTable:
         storage: The storage of the tables of one run, this table one more
             layer of it (its index, weights and question count must be
             these); ``None``: a storage of the table's own.
+
+    Size: some 700 lines, over the 400 a class should have. It is one
+    accumulator (river's vocabulary: :meth:`update`, :meth:`update_many`,
+    :meth:`merge`, :meth:`from_state`) whose single and batch paths write
+    the same rows and running sums. Kept whole because :meth:`update`, the
+    streaming hot path, reads and writes the rows through the table's own
+    memoryviews: a second object holding them would add an attribute hop to
+    every update. Whole-array kernels are in :mod:`scorio_core.count_kernels`
+    and the stacked storage in :mod:`scorio_core.storage`.
 
     Examples:
         >>> table = CountTable([0.0, 1.0], question_count=2)
@@ -168,7 +171,7 @@ class CountTable:
         if storage is None:
             storage = CountStorage(w, question_count, index=index)
         else:
-            _check_member(storage, w, question_count, index)
+            check_member(storage, w, question_count, index)
         self._storage = storage
         self._weights = storage._weights
         self._scaled = storage._scaled
@@ -238,11 +241,11 @@ class CountTable:
         """
         weights = check.weights(w)
         shape = (len(questions), weights.size)
-        observed_counts = _count_matrix(observed, shape, "observed")
+        observed_counts = count_matrix(observed, shape, "observed")
         prior_counts = (
             np.zeros(shape, dtype=np.int64)
             if prior is None
-            else _count_matrix(prior, shape, "prior")
+            else count_matrix(prior, shape, "prior")
         )
         if len(set(questions)) != len(questions):
             raise ValueError("questions must be distinct")
@@ -291,7 +294,7 @@ class CountTable:
         table._trial_count = int(observed.sum())
         table._prior_trial_count = int(prior.sum())
         table._row_trials[rows] = trials
-        means, variances = _row_terms(table._nu(rows), table._scaled)
+        means, variances = row_terms(table._nu(rows), table._scaled)
         table._means[rows] = means
         table._variances[rows] = variances
         table.resync()
@@ -329,7 +332,7 @@ class CountTable:
         """
         width = self._width
         if type(category) is not int:
-            if not _is_category(category, width):
+            if not is_category(category, width):
                 raise ValueError(
                     f"category must be an integer in 0..{width - 1}; got {category!r}"
                 )
@@ -412,16 +415,16 @@ class CountTable:
         costs O(len(batch) + distinct questions x C).
         """
         size = len(questions)
-        category_array = _integer_vector(categories, size, "categories")
+        category_array = integer_vector(categories, size, "categories")
         check.category_range(category_array, self.category_count, "categories")
         delta_array = (
             np.ones(size, dtype=np.int64)
             if deltas is None
-            else _integer_vector(deltas, size, "deltas")
+            else integer_vector(deltas, size, "deltas")
         )
         if size == 0:
             return
-        codes, uniques = _factorize(questions)
+        codes, uniques = factorize(questions)
         width = len(self._scaled.unit)
         aggregated = (
             np.bincount(
@@ -444,7 +447,7 @@ class CountTable:
             deltas: ``len(questions) x (C+1)`` integer changes (negative to
                 retract), e.g. a batch already summed per question.
         """
-        block = _count_matrix(
+        block = count_matrix(
             deltas, (len(questions), self.category_count), "deltas", signed=True
         )
         if len(set(questions)) != len(questions):
@@ -547,15 +550,10 @@ class CountTable:
         """Raise if adding ``deltas`` to ``rows`` would make a count negative."""
         self._take_rows()
         table = self._prior if prior else self._observed
-        if deltas.size and int(deltas.min()) < 0:
-            retracting = (deltas < 0).any(axis=1)
-            touched = rows[retracting]
-            bad = (table[touched] + deltas[retracting] < 0).any(axis=1)
-            if bad.any():
-                question = self._questions[int(touched[np.argmax(bad)])]
-                raise ValueError(
-                    f"a count on question {question!r} would become negative"
-                )
+        bad = first_negative_row(table, rows, deltas)
+        if bad is not None:
+            question = self._questions[bad]
+            raise ValueError(f"a count on question {question!r} would become negative")
 
     def _add_rows(
         self, rows: NDArray[np.int64], deltas: NDArray[np.int64], prior: bool
@@ -563,7 +561,7 @@ class CountTable:
         """Add checked deltas to existing rows and move the sums."""
         table = self._prior if prior else self._observed
         counts = table[rows].astype(np.int64) + deltas
-        if counts.size and int(counts.max()) > _max_of(table.dtype):
+        if counts.size and int(counts.max()) > max_of(table.dtype):
             self._widen(prior, int(counts.max()))
             table = self._prior if prior else self._observed
         table[rows] = counts
@@ -578,7 +576,7 @@ class CountTable:
         # Observed + prior counts + 1 (as _nu), from the counts just made.
         other = self._observed if prior else self._prior
         nu = other[rows] + counts + 1
-        means, variances = _row_terms(nu, self._scaled)
+        means, variances = row_terms(nu, self._scaled)
         self._mean_sum += float((means - self._means[rows]).sum())
         self._variance_sum += float((variances - self._variances[rows]).sum())
         self._means[rows] = means
@@ -668,13 +666,13 @@ class CountTable:
     def observed_counts(self) -> NDArray[np.int64]:
         """``rows x (C+1)`` observed counts, rows in :attr:`questions` order."""
         size = self._take_rows()
-        return _readonly(self._observed[:size].astype(np.int64))
+        return readonly(self._observed[:size].astype(np.int64))
 
     @property
     def prior_counts(self) -> NDArray[np.int64]:
         """``rows x (C+1)`` prior-outcome counts."""
         size = self._take_rows()
-        return _readonly(self._prior[:size].astype(np.int64))
+        return readonly(self._prior[:size].astype(np.int64))
 
     def count_views(self) -> tuple[NDArray[np.integer], NDArray[np.integer]]:
         """Observed and prior counts as stored, without a copy.
@@ -694,7 +692,7 @@ class CountTable:
     def question_trials(self) -> NDArray[np.int64]:
         """Observed trials per question, in :attr:`questions` order."""
         size = self._take_rows()
-        return _readonly(self._row_trials[:size].astype(np.int64))
+        return readonly(self._row_trials[:size].astype(np.int64))
 
     def trials_for(self, questions: Sequence[Hashable]) -> list[int]:
         """Observed trials of each given question (0 for unseen ones)."""
@@ -796,26 +794,10 @@ class CountTable:
         Raises:
             ValueError: when no trial has been observed.
         """
-        means: list[float] = []
-        variances: list[float] = []
         size = self._take_rows()
-        priors = self._prior[:size].tolist()
-        for row, counts in enumerate(self._observed[:size].tolist()):
-            trials = sum(counts)
-            if trials == 0:
-                continue
-            total = trials + sum(priors[row]) + self.category_count
-            means.append(
-                sum(n * u for n, u in zip(counts, self._scaled.unit, strict=True))
-                / trials
-            )
-            variances.append((total / trials) ** 2 * self._variances[row])
-        if not means:
-            raise ValueError("avg needs at least one observed trial")
-        scale = self._scaled.scale
-        average = self._scaled.offset + scale * math.fsum(means) / len(means)
-        sigma = scale * math.sqrt(math.fsum(variances)) / len(means)
-        return average, sigma
+        return observed_average(
+            self._observed[:size], self._prior[:size], self._variances, self._scaled
+        )
 
     # -- internals -------------------------------------------------------------
 

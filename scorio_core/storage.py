@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from scorio_core import _validation as check
-from scorio_core.count_kernels import _row_terms
+from scorio_core.count_kernels import row_terms
 from scorio_core.posterior import ScaledWeights, row_term
 from scorio_core.question_index import QuestionIndex
 
@@ -341,7 +341,7 @@ class CountStorage:
             nu = other.reshape(-1, width).take(flat, axis=0) + counts + 1
         else:
             nu = counts + 1
-        means, variances = _row_terms(nu, self._scaled)
+        means, variances = row_terms(nu, self._scaled)
         starts = np.array([0, *itertools.accumulate(sizes[:-1])])
         mean_changes = np.add.reduceat(means - self._means.take(flat), starts)
         variance_changes = np.add.reduceat(
@@ -349,7 +349,7 @@ class CountStorage:
         )
         trial_changes = np.add.reduceat(deltas, starts).sum(axis=1)
         top_count = int(counts.max())
-        if top_count > _max_of(stored.dtype):
+        if top_count > max_of(stored.dtype):
             self._widen_counts(prior, top_count)
             stored = self._prior if prior else self._observed
         _set_rows(stored, flat, counts)
@@ -360,7 +360,7 @@ class CountStorage:
             for category in range(1, width):
                 row_trials += counts[:, category]
             top_trials = int(row_trials.max())
-            if top_trials > _max_of(self._row_trials.dtype):
+            if top_trials > max_of(self._row_trials.dtype):
                 self._widen_trials(top_trials)
             self._row_trials.reshape(-1)[flat] = row_trials
         self._means.reshape(-1)[flat] = means
@@ -447,7 +447,7 @@ def _set_rows(
     stored.reshape(-1, width).view(row).reshape(-1)[flat] = values
 
 
-def _check_member(
+def check_member(
     storage: CountStorage,
     w: ArrayLike,
     question_count: int | None,
@@ -474,7 +474,7 @@ def _batch_updates(rows: int, size: int) -> int:
     return 1 + rows * rows // max(size, 1)
 
 
-def _max_of(kind: np.dtype[Any]) -> int:
+def max_of(kind: np.dtype[Any]) -> int:
     """The largest value of an integer type."""
     top = _COUNT_MAX.get(kind)
     return int(np.iinfo(kind).max) if top is None else top
@@ -486,7 +486,7 @@ def _holding(array: NDArray[np.integer], values: ArrayLike) -> NDArray[Any]:
     if not needed.size:
         return array
     high = int(needed.max())
-    if high <= _max_of(array.dtype):
+    if high <= max_of(array.dtype):
         return array
     for kind in _COUNT_TYPES:
         if high <= np.iinfo(kind).max:
