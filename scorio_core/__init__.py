@@ -17,12 +17,20 @@ from scorio_core.comparison import (
     z_threshold,
 )
 from scorio_core.counts import CountTable, category_counts
+from scorio_core.credit import Credit, credit_estimate, credit_posterior
+from scorio_core.geometric import (
+    geo_spectrum_at_k,
+    geo_spectrum_at_k_ci,
+    geo_spectrum_star_at_k,
+    geo_spectrum_star_at_k_ci,
+    geom_at_k,
+    geom_at_k_ci,
+    geom_ds_at_k,
+    geom_ds_at_k_ci,
+)
 from scorio_core.maxreward import max_at_k, max_at_k_ci
 from scorio_core.metrics import avg, avg_ci, bayes, bayes_ci
 from scorio_core.passk import (
-    Credit,
-    credit_estimate,
-    credit_posterior,
     g_pass_at_k,
     g_pass_at_k_ci,
     g_pass_at_k_tau,
@@ -46,14 +54,6 @@ from scorio_core.posterior import (
 from scorio_core.spectrum import (
     auc_at_k,
     auc_at_k_ci,
-    geo_spectrum_at_k,
-    geo_spectrum_at_k_ci,
-    geo_spectrum_star_at_k,
-    geo_spectrum_star_at_k_ci,
-    geom_at_k,
-    geom_at_k_ci,
-    geom_ds_at_k,
-    geom_ds_at_k_ci,
     maj_at_k,
     maj_at_k_ci,
     threshold_spectrum_at_k,

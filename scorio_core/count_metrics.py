@@ -54,10 +54,10 @@ from typing import Final, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from scorio_core.credit import Credit, state_covariances, state_moments
+from scorio_core.geometric import delta_method, upper_half_weights
 from scorio_core.maxreward import max_posterior_terms
-from scorio_core.passk import Credit, state_covariances, state_moments
 from scorio_core.posterior import ScaledWeights, clipped_interval, z_value
-from scorio_core.spectrum import delta_method, upper_half_weights
 
 Family = Literal[
     "avg",

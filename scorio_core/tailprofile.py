@@ -39,7 +39,7 @@ from scipy.special import gammaln, logsumexp, xlogy
 
 from scorio_core import _validation as check
 from scorio_core.counts import category_counts
-from scorio_core.passk import Credit, state_moments
+from scorio_core.credit import Credit, state_moments
 from scorio_core.posterior import z_value
 from scorio_core.tailpass import count_grid, thresholds_for
 
