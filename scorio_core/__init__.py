@@ -60,8 +60,9 @@ from scorio_core.spectrum import (
     threshold_spectrum_at_k_ci,
 )
 from scorio_core.storage import CountStorage
+from scorio_core.taildraws import TailPassDraws
 from scorio_core.tailpass import tailpass_empirical
-from scorio_core.tailprofile import TailPassDraws, TailPassProfile, tailpass
+from scorio_core.tailprofile import TailPassProfile, tailpass
 
 __all__ = [
     "CountStorage",
