@@ -34,12 +34,21 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Final, Literal
+from dataclasses import replace
 
 import numpy as np
-from numpy.typing import NDArray
 
+from monitor.decisions.forecast import FORECAST_SEED, forecast_trials
+from monitor.decisions.model import (
+    DecisionKind,
+    FloatMatrix,
+    OpenBoundary,
+    PairDecision,
+    RunDecision,
+    Settled,
+    SettledPair,
+    Standing,
+)
 from monitor.schema import RunConfig
 from scorio_core import ci_groups, order_confidence, z_threshold
 from scorio_core.stopping import (
@@ -47,168 +56,22 @@ from scorio_core.stopping import (
     PaperRule,
     SequentialRule,
     StoppingRule,
-    forecast_information,
     posterior_information,
 )
 
-DecisionKind = Literal["resolved", "unresolvable", "equivalent"]
-# Forecasts simulate the rest of the procedure with this fixed seed, so the
-# same counts always give the same forecast.
-FORECAST_SEED: Final = 20260
-FloatMatrix = NDArray[np.float64]
-
-
-@dataclass(frozen=True, slots=True)
-class Standing:
-    """One model's numbers, as the decision needs them."""
-
-    model: str
-    mu: float
-    sigma: float
-    lo: float
-    hi: float
-    trials: int
-    question_count: int
-    least_sampled: int
-    unit_variance: float = 0.0
-
-    @property
-    def per_question(self) -> float:
-        """Mean observed trials per question, ``n``."""
-        return self.trials / self.question_count
-
-
-@dataclass(frozen=True, slots=True)
-class SettledPair:
-    """A final decision on a pair: ``a`` above ``b`` when ``resolved``.
-
-    ``trials`` (the run's) and ``look`` say when it was made, ``z`` at what
-    evidence. For a resolved boundary, ``above`` and ``below`` are the two
-    parts of the group it split.
-    """
-
-    kind: DecisionKind
-    a: str
-    b: str
-    z: float
-    trials: int
-    look: int
-    above: tuple[str, ...] = ()
-    below: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Settled:
-    """Everything a run has decided for good (empty for a new run).
-
-    ``segments`` is the ordered partition the resolved boundaries made;
-    ``cuts[i]`` is the decision between ``segments[i]`` and ``segments[i+1]``.
-    """
-
-    segments: tuple[tuple[str, ...], ...] = ()
-    cuts: tuple[SettledPair, ...] = ()
-    links: tuple[SettledPair, ...] = ()
-    done: frozenset[str] = frozenset()
-    looks: int = 0
-    models: frozenset[str] = frozenset()
-
-    @property
-    def decisions(self) -> tuple[SettledPair, ...]:
-        """Every settled pair, in the order they were made."""
-        return tuple(sorted((*self.cuts, *self.links), key=lambda d: d.look))
-
-    @classmethod
-    def replay(
-        cls, decisions: Iterable[SettledPair], done: Iterable[str], looks: int = 0
-    ) -> Settled:
-        """Rebuild the state from its decisions in the order they were made."""
-        segments: list[list[str]] = []
-        cuts: list[SettledPair] = []
-        links: list[SettledPair] = []
-        for decision in decisions:
-            if decision.kind != "resolved":
-                links.append(decision)
-                continue
-            if not decision.above or not decision.below:
-                continue  # written before cuts were recorded: nothing to keep
-            members = [*decision.above, *decision.below]
-            index = next(
-                (
-                    i
-                    for i, segment in enumerate(segments)
-                    if set(segment) & set(members)
-                ),
-                None,
-            )
-            if index is None:
-                if not segments:  # the first cut splits the whole field
-                    segments = [list(decision.above), list(decision.below)]
-                    cuts = [decision]
-                continue
-            rest = [m for m in segments[index] if m not in members]
-            segments[index : index + 1] = [
-                list(decision.above),
-                [*decision.below, *rest],
-            ]
-            cuts.insert(index, decision)
-        return cls(
-            segments=tuple(tuple(s) for s in segments),
-            cuts=tuple(cuts),
-            links=tuple(links),
-            done=frozenset(done),
-            looks=max(
-                [looks, *(d.look for d in cuts), *(d.look for d in links)], default=0
-            ),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class PairDecision:
-    """Two models adjacent in the order, ``a`` above ``b``."""
-
-    a: str
-    b: str
-    z: float
-    rho: float
-    resolved: bool
-    unresolvable: bool
-    equivalent: bool = False
-    threshold: float | None = None
-    decision: SettledPair | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class OpenBoundary:
-    """A boundary still drawing trials: its weakest pair, for forecasts."""
-
-    index: int
-    a: str
-    b: str
-    z: float
-    information: float
-    margin_z: float | None
-    drawing: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class RunDecision:
-    """Everything the status, allocation and events need from one look."""
-
-    order: tuple[str, ...]
-    ranks: dict[str, int]
-    groups: dict[str, int]
-    adjacent_groups: dict[str, int]
-    pairs: tuple[PairDecision, ...]
-    needs_trials: frozenset[str]
-    predicted_trials: dict[str, int | None]
-    done: frozenset[str]
-    exhausted: frozenset[str]
-    stable: bool
-    settled: Settled = field(default_factory=Settled)
-    new_decisions: tuple[SettledPair, ...] = ()
-    open_boundaries: tuple[OpenBoundary, ...] = ()
-    rule: StoppingRule | None = None
-    futility: StoppingRule | None = None
+__all__ = [
+    "FORECAST_SEED",
+    "DecisionKind",
+    "OpenBoundary",
+    "PairDecision",
+    "RunDecision",
+    "Settled",
+    "SettledPair",
+    "Standing",
+    "build_rule",
+    "decide",
+    "forecast_trials",
+]
 
 
 def build_rule(config: RunConfig, boundaries: int = 1) -> StoppingRule:
@@ -521,111 +384,6 @@ def decide(
         rule=rule,
         futility=hopeful,
     )
-
-
-def forecast_trials(
-    decision: RunDecision,
-    question_trials: Callable[[str], NDArray[np.int64]],
-    question_count: int,
-    cap: int | None,
-    memo: dict[tuple[object, ...], float] | None = None,
-) -> tuple[dict[str, int | None], dict[int, int | None]]:
-    """Forecast trials per model and per open boundary, however each ends.
-
-    Each open boundary's weakest pair is simulated forward from its
-    posterior (:func:`scorio_core.stopping.forecast_information`) to the
-    information where it settles, is shown equivalent, turns futile or
-    reaches the cap (a low quantile of the simulated ends, see
-    :data:`scorio_core.stopping.FORECAST_QUANTILE`). A model sampled evenly
-    has information ``t ~ n`` trials per question, so it needs each question
-    brought up to ``n * t_end / t`` (at most the cap): questions with no
-    trials yet count in full, which keeps question-major arrival from
-    looking half done.
-
-    ``memo`` keeps simulated ends between calls: after one more trial only
-    the pairs of the model that drew it move, so a refresh simulates those.
-    """
-    models = dict(decision.predicted_trials)
-    boundaries: dict[int, int | None] = {}
-    if decision.rule is None:
-        return models, boundaries
-    cache = memo if memo is not None else {}
-    counts: dict[str, _Sampling] = {}
-    for boundary in decision.open_boundaries:
-        margin = None if boundary.margin_z is None else round(boundary.margin_z, 3)
-        key = (
-            decision.rule,
-            decision.futility,
-            round(boundary.z, 3),
-            round(boundary.information, 2),
-            margin,
-        )
-        end = cache.get(key)
-        if end is None:
-            end = cache[key] = forecast_information(
-                decision.rule,
-                boundary.z,
-                boundary.information,
-                boundary.margin_z,
-                rng=np.random.default_rng(FORECAST_SEED),
-                futility=decision.futility,
-            )
-        total: int | None = 0
-        for name in boundary.drawing:
-            if name not in counts:
-                counts[name] = _Sampling.of(question_trials(name))
-            extra = _trials_to(
-                counts[name], question_count, end, boundary.information, cap
-            )
-            previous = models.get(name, 0)
-            models[name] = (
-                None if extra is None or previous is None else max(previous, extra)
-            )
-            total = None if extra is None or total is None else total + extra
-        boundaries[boundary.index] = total
-    for name in decision.order:
-        models.setdefault(name, 0)
-    return models, boundaries
-
-
-@dataclass(frozen=True, slots=True)
-class _Sampling:
-    """A model's trials per seen question, with the sums forecasts reuse."""
-
-    counts: NDArray[np.int64]
-    total: int
-    least: int
-    most: int
-
-    @classmethod
-    def of(cls, counts: NDArray[np.int64]) -> _Sampling:
-        if not counts.size:
-            return cls(counts, 0, 0, 0)
-        return cls(counts, int(counts.sum()), int(counts.min()), int(counts.max()))
-
-
-def _trials_to(
-    sampling: _Sampling,
-    question_count: int,
-    end: float,
-    information: float,
-    cap: int | None,
-) -> int | None:
-    if not math.isfinite(end) or information <= 0.0:
-        return None
-    target = sampling.total / question_count * end / information
-    if cap is not None:
-        target = min(target, float(cap))
-    unseen = max(question_count - sampling.counts.size, 0)
-    if sampling.least >= target:
-        missing = unseen * target
-    elif sampling.most <= target:
-        # Every question is below the target: no per-question work.
-        missing = target * question_count - sampling.total
-    else:
-        below = np.maximum(target - sampling.counts, 0.0).sum()
-        missing = float(below) + unseen * target
-    return max(0, math.ceil(missing - 1e-9))
 
 
 def _place(
