@@ -152,11 +152,7 @@ def decide(
     targets = _target_boundaries(config, size)
     claims = list(range(size - 1)) if config.target == "width" else targets
 
-    cut_at: dict[int, SettledPair] = {}
-    edge = -1
-    for segment, cut in zip(segments, before.cuts, strict=False):
-        edge += len(segment)
-        cut_at[edge] = cut
+    cut_at = _cut_positions(segments, before.cuts)
     look = Look(order, cut_at, list(before.links), z, before.looks + 1, run_trials)
 
     open_claims = [k for k in claims if k not in cut_at and look.spanning(k) is None]
@@ -186,24 +182,10 @@ def decide(
     open_claims = [k for k in open_claims if look.spanning(k) is None]
     predicted = _predicted_trials(ordered, config, done_before, has_budget, needs)
 
-    groups: dict[str, int] = {}
-    group = 1
-    for index, name in enumerate(order):
-        if index and index - 1 in cut_at:
-            group += 1
-        groups[name] = group
     open_targets = {k for k in targets if k in open_claims}
     done = set(done_before)
     if complete:
-        for index, name in enumerate(order):
-            first, last = look.block(index)
-            quiet = not any(first <= k < last for k in open_targets)
-            if (
-                name not in needs
-                and by_name[name].trials > 0
-                and (quiet or not has_budget[name])
-            ):
-                done.add(name)
+        done |= _done_models(look, ordered, needs, has_budget, open_targets)
     exhausted = frozenset(
         order[p]
         for k in targets
@@ -219,12 +201,10 @@ def decide(
     paper: list[int] = (
         ci_groups(mu, sigma, z_threshold(config.confidence)).tolist() if size else []
     )
-    new_segments = tuple(order[a : b + 1] for a, b in _segments(cut_at, size))
-    cut_order = [cut_at[p] for p in sorted(cut_at)]
     return RunDecision(
         order=order,
         ranks=ranks,
-        groups=groups,
+        groups=_group_numbers(order, cut_at),
         adjacent_groups=dict(zip(order, paper, strict=True)),
         pairs=_adjacent_pairs(look, tests.thresholds),
         needs_trials=frozenset(needs),
@@ -232,20 +212,78 @@ def decide(
         done=frozenset(done),
         exhausted=exhausted,
         stable=complete and not open_targets and not needs,
-        settled=replace(
-            before,
-            segments=new_segments if cut_order else (),
-            cuts=tuple(cut_order),
-            links=tuple(look.links),
-            done=frozenset(done),
-            looks=look.look,
-            models=frozenset(by_name),
-        ),
+        settled=_settled_after(before, look, frozenset(done), frozenset(by_name)),
         new_decisions=tuple(look.new),
         open_boundaries=tuple(links.open_boundaries),
         rule=tests.rule,
         futility=links.hopeful,
     )
+
+
+def _cut_positions(
+    segments: list[list[str]], cuts: tuple[SettledPair, ...]
+) -> dict[int, SettledPair]:
+    """The settled cuts by boundary position: each ends its segment."""
+    cut_at: dict[int, SettledPair] = {}
+    edge = -1
+    for segment, cut in zip(segments, cuts, strict=False):
+        edge += len(segment)
+        cut_at[edge] = cut
+    return cut_at
+
+
+def _settled_after(
+    before: Settled, look: Look, done: frozenset[str], models: frozenset[str]
+) -> Settled:
+    """What the run has decided for good after the look."""
+    order, cut_at = look.order, look.cut_at
+    new_segments = tuple(order[a : b + 1] for a, b in _segments(cut_at, look.size))
+    cut_order = [cut_at[p] for p in sorted(cut_at)]
+    return replace(
+        before,
+        segments=new_segments if cut_order else (),
+        cuts=tuple(cut_order),
+        links=tuple(look.links),
+        done=done,
+        looks=look.look,
+        models=models,
+    )
+
+
+def _group_numbers(
+    order: tuple[str, ...], cut_at: dict[int, SettledPair]
+) -> dict[str, int]:
+    """Each model's group, numbered from the top: a resolved cut starts one."""
+    groups: dict[str, int] = {}
+    group = 1
+    for index, name in enumerate(order):
+        if index and index - 1 in cut_at:
+            group += 1
+        groups[name] = group
+    return groups
+
+
+def _done_models(
+    look: Look,
+    ordered: Sequence[Standing],
+    needs: set[str],
+    has_budget: dict[str, bool],
+    open_targets: set[int],
+) -> set[str]:
+    """Models with trials that need none and whose segment holds no open
+    target (or that are out of budget)."""
+    done: set[str] = set()
+    for index, standing in enumerate(ordered):
+        name = standing.model
+        first, last = look.block(index)
+        quiet = not any(first <= k < last for k in open_targets)
+        if (
+            name not in needs
+            and standing.trials > 0
+            and (quiet or not has_budget[name])
+        ):
+            done.add(name)
+    return done
 
 
 def _predicted_trials(
