@@ -96,14 +96,16 @@ class CountTable:
             layer of it (its index, weights and question count must be
             these); ``None``: a storage of the table's own.
 
-    Size: some 700 lines, over the 400 a class should have. It is one
-    accumulator (river's vocabulary: :meth:`update`, :meth:`update_many`,
-    :meth:`merge`, :meth:`from_state`) whose single and batch paths write
-    the same rows and running sums. Kept whole because :meth:`update`, the
+    Size: some 780 lines (a fifth of them docstrings), over the 400 a class
+    should have. It is one accumulator (river's vocabulary: :meth:`update`,
+    :meth:`update_many`, :meth:`merge`, :meth:`from_state`) whose single and
+    batch paths write the same rows and running sums, and whose reads derive
+    everything else from them. Kept whole because :meth:`update`, the
     streaming hot path, reads and writes the rows through the table's own
-    memoryviews: a second object holding them would add an attribute hop to
-    every update. Whole-array kernels are in :mod:`scorio_core.count_kernels`
-    and the stacked storage in :mod:`scorio_core.storage`.
+    memoryviews and sums: moving either to a second object would add an
+    attribute hop to each of the dozen accesses of every update. Whole-array
+    kernels are in :mod:`scorio_core.count_kernels` and the stacked storage
+    in :mod:`scorio_core.storage`.
 
     Examples:
         >>> table = CountTable([0.0, 1.0], question_count=2)
