@@ -16,13 +16,21 @@ from scorio_core.comparison import (
     z_score,
     z_threshold,
 )
-from scorio_core.counts import CountStorage, CountTable, category_counts
+from scorio_core.counts import CountTable, category_counts
+from scorio_core.credit import Credit, credit_estimate, credit_posterior
+from scorio_core.geometric import (
+    geo_spectrum_at_k,
+    geo_spectrum_at_k_ci,
+    geo_spectrum_star_at_k,
+    geo_spectrum_star_at_k_ci,
+    geom_at_k,
+    geom_at_k_ci,
+    geom_ds_at_k,
+    geom_ds_at_k_ci,
+)
 from scorio_core.maxreward import max_at_k, max_at_k_ci
 from scorio_core.metrics import avg, avg_ci, bayes, bayes_ci
 from scorio_core.passk import (
-    Credit,
-    credit_estimate,
-    credit_posterior,
     g_pass_at_k,
     g_pass_at_k_ci,
     g_pass_at_k_tau,
@@ -46,21 +54,15 @@ from scorio_core.posterior import (
 from scorio_core.spectrum import (
     auc_at_k,
     auc_at_k_ci,
-    geo_spectrum_at_k,
-    geo_spectrum_at_k_ci,
-    geo_spectrum_star_at_k,
-    geo_spectrum_star_at_k_ci,
-    geom_at_k,
-    geom_at_k_ci,
-    geom_ds_at_k,
-    geom_ds_at_k_ci,
     maj_at_k,
     maj_at_k_ci,
     threshold_spectrum_at_k,
     threshold_spectrum_at_k_ci,
 )
+from scorio_core.storage import CountStorage
+from scorio_core.taildraws import TailPassDraws
 from scorio_core.tailpass import tailpass_empirical
-from scorio_core.tailprofile import TailPassDraws, TailPassProfile, tailpass
+from scorio_core.tailprofile import TailPassProfile, tailpass
 
 __all__ = [
     "CountStorage",

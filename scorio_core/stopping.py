@@ -6,8 +6,9 @@ order settled (``z >= threshold(t)``), can it still settle within the budget
 cap ``T`` (futility), is the pair closer than a margin (equivalence), and,
 by simulating the rest of the procedure, where is it forecast to end.
 
-How pairs combine into rank boundaries, and how boundaries share the
-run's error, is :mod:`monitor.decisions.decide`' business.
+How boundaries share the run's error is Holm's step-down
+(:mod:`scorio_core.multiplicity`); how pairs combine into rank boundaries
+is :mod:`monitor.decisions.decide`' business.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ def per_direction_alpha(confidence: float, boundaries: int = 1) -> float:
     r"""The error level per direction of one test: ``(1 - confidence) / (2 L)``.
 
     ``L`` is the number of rank boundaries that share the run's error
-    (Holm's step-down over open boundaries, see :mod:`monitor.decisions.decide`);
+    (Holm's step-down over open boundaries, see
+    :func:`scorio_core.multiplicity.holm_step_down`);
     with ``L = 1`` a tied pair is split in either direction with probability
     at most ``1 - confidence``.
 

@@ -28,27 +28,30 @@ References:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import gammaln, logsumexp, xlogy
+from scipy.special import gammaln, logsumexp
 
 from scorio_core import _validation as check
 from scorio_core.counts import category_counts
-from scorio_core.passk import Credit, state_moments
+from scorio_core.credit import Credit, state_moments
 from scorio_core.posterior import z_value
+from scorio_core.taildraws import (
+    FloatArray,
+    Summary,
+    TailPassDraws,
+    convex_weights,
+    positive_scalar,
+    readonly_copy,
+    unit_scalar,
+)
 from scorio_core.tailpass import count_grid, thresholds_for
 
-FloatArray = NDArray[np.float64]
 Generator = int | np.random.Generator | None
-Summary = (
-    tuple[float, float, float, float]
-    | tuple[FloatArray, FloatArray, FloatArray, FloatArray]
-)
 MAX_COVARIANCE_PAIRS = 4_000_000
 
 
@@ -97,7 +100,7 @@ def tailpass(
     check.category_range(prior_results, weights.size, "R0")
     if np.any((weights < 0) | (weights > 1)):
         raise ValueError("TailPass rubric scores w must lie in [0, 1]")
-    share = _unit_scalar(eta, "eta")
+    share = unit_scalar(eta, "eta")
     base = check.real_vector(prior, "prior")
     if base.ndim > 2 or np.any(base <= 0):
         raise ValueError("prior must contain positive Dirichlet concentrations")
@@ -119,7 +122,7 @@ def tailpass(
     grouped = np.zeros((results.shape[0], scores.size))
     for category, level in enumerate(inverse.tolist()):
         grouped[:, level] += parameters[:, category]
-    return TailPassProfile(count, grid, _readonly(grouped), _readonly(scores))
+    return TailPassProfile(count, grid, readonly_copy(grouped), readonly_copy(scores))
 
 
 @dataclass(frozen=True, eq=False)
@@ -209,12 +212,12 @@ class TailPassProfile:
     @cached_property
     def question_mean(self) -> FloatArray:
         """Exact per-question mean profiles, ``M x thresholds``."""
-        return _readonly(self._state_means[self._states[1]])
+        return readonly_copy(self._state_means[self._states[1]])
 
     @cached_property
     def mean(self) -> FloatArray:
         """Exact posterior mean of the dataset profile."""
-        return _readonly(self._states[2] @ self._state_means / self.question_count)
+        return readonly_copy(self._states[2] @ self._state_means / self.question_count)
 
     @cached_property
     def covariance(self) -> FloatArray:
@@ -230,12 +233,12 @@ class TailPassProfile:
         result /= self.question_count**2
         for index in range(len(result)):
             result[index, index] = _nonnegative(float(result[index, index]))
-        return _readonly(result)
+        return readonly_copy(result)
 
     @cached_property
     def std(self) -> FloatArray:
         """Exact marginal posterior standard deviations."""
-        return _readonly(np.sqrt(np.diag(self.covariance)))
+        return readonly_copy(np.sqrt(np.diag(self.covariance)))
 
     def _aggregate(
         self, means: FloatArray, variances: FloatArray
@@ -259,14 +262,14 @@ class TailPassProfile:
 
     def linear(self, weights: ArrayLike) -> tuple[float, float]:
         """Exact mean and sd of a convex combination of the thresholds."""
-        chosen = _convex_weights(weights, len(self.thresholds))
+        chosen = convex_weights(weights, len(self.thresholds))
         cumulative = np.r_[0.0, np.cumsum(chosen)]
         payoff = cumulative[np.searchsorted(self.thresholds, self._grid[1], "right")]
         return self._payoff_moments(payoff)
 
     def moment(self, lam: float) -> tuple[float, float]:
         """Exact mean and sd of E[(average score of k fresh trials) ** lam]."""
-        power = _positive_scalar(lam, "lam")
+        power = positive_scalar(lam, "lam")
         parameters = self._states[0]
         if power == 1.0:
             totals = parameters.sum(axis=1)
@@ -347,7 +350,7 @@ class TailPassProfile:
         rng: Generator = None,
     ) -> Summary:
         """Linear-utility summary; intervals as :meth:`ci`."""
-        chosen = _convex_weights(weights, len(self.thresholds))
+        chosen = convex_weights(weights, len(self.thresholds))
         z_value(confidence)
         if method == "normal":
             return _normal(*self.linear(chosen), confidence)
@@ -366,7 +369,7 @@ class TailPassProfile:
         rng: Generator = None,
     ) -> Summary:
         """Moment-utility summary; intervals as :meth:`ci`."""
-        power = _positive_scalar(lam, "lam")
+        power = positive_scalar(lam, "lam")
         z_value(confidence)
         if method == "normal":
             return _normal(*self.moment(power), confidence)
@@ -376,287 +379,11 @@ class TailPassProfile:
         return draws.summary(draws.moment(power), confidence=confidence)
 
 
-@dataclass(frozen=True, eq=False)
-class TailPassDraws:
-    """Shared posterior draws from :meth:`TailPassProfile.sample`.
-
-    Each utility returns one value per draw; :meth:`summary` gives the Monte
-    Carlo mean, sd and equal-tailed interval.
-    """
-
-    _source: TailPassProfile = field(repr=False)
-    _probabilities: FloatArray = field(repr=False)
-
-    def _bank_pmfs(self) -> list[tuple[int, int, FloatArray]]:
-        """Bank-count pmfs given each drawn p, in (start, stop, pmf) batches."""
-        counts, _, log_coefficients = self._source._grid
-        batch = max(1, 1_000_000 // max(len(counts), len(self._source.thresholds)))
-        draws = len(self._probabilities)
-        pieces = []
-        for question in range(self._source.question_count):
-            for start in range(0, draws, batch):
-                probabilities = self._probabilities[start : start + batch, question]
-                pieces.append(
-                    (
-                        start,
-                        start + len(probabilities),
-                        _conditional(counts, probabilities, log_coefficients),
-                    )
-                )
-        return pieces
-
-    @cached_property
-    def profile(self) -> FloatArray:
-        """Dataset profile draws, ``draws x thresholds``."""
-        values = np.zeros((len(self._probabilities), len(self._source.thresholds)))
-        for start, stop, pmf in self._bank_pmfs():
-            values[start:stop] += self._source._tails(pmf)
-        return _readonly(values / self._source.question_count)
-
-    def linear(self, weights: ArrayLike) -> FloatArray:
-        """A convex combination of the thresholds, per draw."""
-        chosen = _convex_weights(weights, len(self._source.thresholds))
-        return np.asarray(self.profile @ chosen, dtype=np.float64)
-
-    def moment(self, lam: float) -> FloatArray:
-        """E[(average score of k fresh trials) ** lam] per draw."""
-        power = _positive_scalar(lam, "lam")
-        values = np.zeros(len(self._probabilities))
-        if power == 1.0:
-            for question in range(self._source.question_count):
-                values += self._probabilities[:, question] @ self._source._scores
-        else:
-            payoff = self._source._grid[1] ** power
-            for start, stop, pmf in self._bank_pmfs():
-                values[start:stop] += pmf @ payoff
-        return values / self._source.question_count
-
-    def _apply(
-        self,
-        transform: Callable[[FloatArray], FloatArray],
-        aggregation: str = "question",
-    ) -> FloatArray:
-        if aggregation == "profile":
-            return transform(self.profile)
-        if aggregation != "question":
-            raise ValueError("aggregation must be 'question' or 'profile'")
-        values = np.zeros(len(self._probabilities))
-        for start, stop, pmf in self._bank_pmfs():
-            values[start:stop] += transform(self._source._tails(pmf))
-        return values / self._source.question_count
-
-    def power_mean(
-        self,
-        q: float,
-        weights: ArrayLike | None = None,
-        *,
-        aggregation: Literal["question", "profile"] = "question",
-    ) -> FloatArray:
-        """Weighted power mean of the profile (question-first by default)."""
-        power = _positive_scalar(q, "q")
-        size = len(self._source.thresholds)
-        chosen = _convex_weights(
-            np.full(size, 1.0 / size) if weights is None else weights, size
-        )
-
-        def transform(values: FloatArray) -> FloatArray:
-            if power == 1.0:
-                return np.asarray(values @ chosen, dtype=np.float64)
-            active = chosen > 0
-            selected = values[:, active]
-            scale = selected.max(axis=1)
-            normalized = np.divide(
-                selected,
-                scale[:, None],
-                out=np.zeros_like(selected),
-                where=scale[:, None] > 0,
-            )
-            with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-                logs = power * np.log(normalized)
-                delta = np.expm1(logs) @ chosen[active]
-                # log1p keeps the geometric-mean limit as q approaches zero.
-                log_mean = logsumexp(logs + np.log(chosen[active]), axis=1)
-                small = np.abs(delta) < 0.25
-                log_mean[small] = np.log1p(delta[small])
-                result = scale * np.exp(log_mean / power)
-            return np.asarray(np.where(scale == 0, 0.0, result), dtype=np.float64)
-
-        return self._apply(transform, aggregation)
-
-    def qrs(
-        self,
-        weights: ArrayLike | None = None,
-        *,
-        aggregation: Literal["question", "profile"] = "question",
-    ) -> FloatArray:
-        """Quadratic (q = 2) power mean of the profile."""
-        return self.power_mean(2.0, weights, aggregation=aggregation)
-
-    def rollout(self, m: int, weights: ArrayLike | None = None) -> FloatArray:
-        """Chance that m independent k-trial rollouts all reach a threshold."""
-        rollouts = check.integer(m, "m")
-        if rollouts < 2:
-            raise ValueError("m must be at least two")
-        size = len(self._source.thresholds)
-        chosen = _convex_weights(
-            np.full(size, 1.0 / size) if weights is None else weights, size
-        )
-        return self._apply(
-            lambda values: np.asarray(values**rollouts @ chosen, dtype=np.float64)
-        )
-
-    def harmonic(self, alpha: float = 0.5) -> FloatArray:
-        """Harmonic balance of discovery (weight alpha) and stability, per draw."""
-        share = _unit_scalar(alpha, "alpha")
-        scores, k = self._source._scores, self._source.k
-        values = np.zeros(len(self._probabilities))
-        for question in range(self._source.question_count):
-            probabilities = self._probabilities[:, question]
-            zero = np.clip(probabilities[:, scores == 0].sum(axis=1), 0, 1)
-            one = np.clip(probabilities[:, scores == 1].sum(axis=1), 0, 1)
-            with np.errstate(divide="ignore"):
-                discovery = -np.expm1(k * np.log(zero))
-            stability = one**k
-            if share == 1:
-                values += discovery
-            elif share == 0:
-                values += stability
-            else:
-                positive = (discovery > 0) & (stability > 0)
-                with np.errstate(over="ignore"):
-                    values[positive] += 1.0 / (
-                        share / discovery[positive] + (1 - share) / stability[positive]
-                    )
-        return values / self._source.question_count
-
-    def discovery(self) -> FloatArray:
-        """Draws of the chance of positive bank credit."""
-        return self.harmonic(1.0)
-
-    def stability(self) -> FloatArray:
-        """Draws of the chance of full bank credit."""
-        return self.harmonic(0.0)
-
-    def shortfall(
-        self,
-        target: ArrayLike,
-        weights: ArrayLike | None = None,
-        *,
-        epsilon: float = 0.01,
-    ) -> FloatArray:
-        """Per question max + epsilon * sum of weighted gaps below ``target``."""
-        size = len(self._source.thresholds)
-        goal = check.real_vector(target, "target")
-        if (
-            goal.shape != (size,)
-            or np.any((goal < 0) | (goal > 1))
-            or np.any(np.diff(goal) > 0)
-        ):
-            raise ValueError(
-                "target must be a nonincreasing [0, 1] vector matching thresholds"
-            )
-        scale = check.real_vector(
-            np.ones(size) if weights is None else weights, "weights"
-        )
-        if scale.shape != (size,) or np.any(scale <= 0):
-            raise ValueError("shortfall weights must be positive and match thresholds")
-        slack = _positive_scalar(epsilon, "epsilon")
-
-        def transform(values: FloatArray) -> FloatArray:
-            gaps = np.maximum(goal - values, 0.0) * scale
-            return np.asarray(
-                gaps.max(axis=1) + slack * gaps.sum(axis=1), dtype=np.float64
-            )
-
-        return self._apply(transform)
-
-    def at_k(self, k: int, *, thresholds: ArrayLike | None = None) -> TailPassDraws:
-        """The same draws at another reporting budget."""
-        return TailPassDraws(
-            self._source.at_k(k, thresholds=thresholds), self._probabilities
-        )
-
-    def summary(
-        self, values: ArrayLike | None = None, *, confidence: float = 0.95
-    ) -> Summary:
-        """Monte Carlo mean, sd (ddof 1) and equal-tailed interval per column."""
-        z_value(confidence)
-        samples = (
-            self.profile if values is None else check.real_vector(values, "values")
-        )
-        if samples.ndim not in (1, 2) or samples.shape[0] != len(self._probabilities):
-            raise ValueError(
-                "values must have this draw set's sample count on the first axis"
-            )
-        low, high = np.quantile(
-            samples, [(1 - confidence) / 2, (1 + confidence) / 2], axis=0
-        )
-        mean, sd = samples.mean(axis=0), samples.std(axis=0, ddof=1)
-        if samples.ndim == 1:
-            return float(mean), float(sd), float(low), float(high)
-        return mean, sd, low, high
-
-
-def _conditional(
-    counts: NDArray[np.int64], probabilities: FloatArray, log_coefficients: FloatArray
-) -> FloatArray:
-    """Multinomial pmfs of the bank counts for a batch of category probabilities."""
-    k = int(counts[0].sum())
-    if probabilities.shape[1] == 2:
-        # scipy.stats loads in about half a second: deferred to first use.
-        from scipy.stats import binom
-
-        return np.asarray(
-            binom.pmf(counts[:, 1], k, probabilities[:, 1, None]), dtype=np.float64
-        )
-    logs = np.broadcast_to(log_coefficients, (len(probabilities), len(counts))).copy()
-    for category in range(counts.shape[1]):
-        logs += xlogy(counts[:, category], probabilities[:, category, None])
-    return np.asarray(
-        np.exp(logs - logsumexp(logs, axis=1, keepdims=True)), dtype=np.float64
-    )
-
-
-def _readonly(values: FloatArray) -> FloatArray:
-    array = np.array(values, dtype=np.float64, copy=True)
-    array.setflags(write=False)
-    return array
-
-
 def _latent_k(k: object) -> int:
     count = check.integer(k, "k")
     if count < 1:
         raise ValueError(f"k must be >= 1; got k={count}")
     return count
-
-
-def _unit_scalar(value: object, name: str) -> float:
-    array = check.real_vector(value, name)
-    if array.ndim != 0 or not 0.0 <= float(array) <= 1.0:
-        raise ValueError(f"{name} must be a scalar in [0, 1]")
-    return float(array)
-
-
-def _positive_scalar(value: object, name: str) -> float:
-    if isinstance(value, bool | np.bool_) or not isinstance(
-        value, int | float | np.integer | np.floating
-    ):
-        raise ValueError(f"{name} must be a finite positive scalar; got {value!r}.")
-    number = float(value)
-    if not math.isfinite(number) or number <= 0.0:
-        raise ValueError(f"{name} must be a finite positive scalar; got {value!r}.")
-    return number
-
-
-def _convex_weights(weights: ArrayLike, size: int) -> FloatArray:
-    values = check.real_vector(weights, "weights")
-    if values.shape != (size,):
-        raise ValueError(f"weights must be a length-{size} 1D array")
-    if np.any(values < 0.0) or not math.isclose(
-        float(np.sum(values)), 1.0, rel_tol=0.0, abs_tol=1e-12
-    ):
-        raise ValueError("weights must be non-negative and sum to one")
-    return values
 
 
 def _normal(mu: float, sigma: float, confidence: float) -> Summary:

@@ -11,7 +11,8 @@ boundary is resolved only when every pair across it is settled ("block"
 resolution, see :mod:`scorio_core.stopping`).
 
 Error control. With ``error_control = "ranking"`` (the default) the claimable
-boundaries share ``1 - confidence`` by Holm's step-down: each is tested at
+boundaries share ``1 - confidence`` by Holm's step-down
+(:func:`scorio_core.multiplicity.holm_step_down`): each is tested at
 ``(1 - confidence) / (2 L)`` per direction, ``L`` the number of claimable
 boundaries not yet resolved, and a boundary that resolves frees its share
 for the others (within the same look too). Before the first false claim
@@ -31,184 +32,49 @@ done unless a new model joins its group.
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Final, Literal
+from dataclasses import replace
 
 import numpy as np
-from numpy.typing import NDArray
 
+from monitor.decisions.forecast import FORECAST_SEED, forecast_trials
+from monitor.decisions.links import Links
+from monitor.decisions.look import BoundaryTests, Look
+from monitor.decisions.model import (
+    DecisionKind,
+    FloatMatrix,
+    OpenBoundary,
+    PairDecision,
+    RunDecision,
+    Settled,
+    SettledPair,
+    Standing,
+)
 from monitor.schema import RunConfig
 from scorio_core import ci_groups, order_confidence, z_threshold
+from scorio_core.multiplicity import holm_step_down
 from scorio_core.stopping import (
     ConfidenceSequenceRule,
     PaperRule,
     SequentialRule,
     StoppingRule,
-    forecast_information,
     posterior_information,
 )
 
-DecisionKind = Literal["resolved", "unresolvable", "equivalent"]
-# Forecasts simulate the rest of the procedure with this fixed seed, so the
-# same counts always give the same forecast.
-FORECAST_SEED: Final = 20260
-FloatMatrix = NDArray[np.float64]
-
-
-@dataclass(frozen=True, slots=True)
-class Standing:
-    """One model's numbers, as the decision needs them."""
-
-    model: str
-    mu: float
-    sigma: float
-    lo: float
-    hi: float
-    trials: int
-    question_count: int
-    least_sampled: int
-    unit_variance: float = 0.0
-
-    @property
-    def per_question(self) -> float:
-        """Mean observed trials per question, ``n``."""
-        return self.trials / self.question_count
-
-
-@dataclass(frozen=True, slots=True)
-class SettledPair:
-    """A final decision on a pair: ``a`` above ``b`` when ``resolved``.
-
-    ``trials`` (the run's) and ``look`` say when it was made, ``z`` at what
-    evidence. For a resolved boundary, ``above`` and ``below`` are the two
-    parts of the group it split.
-    """
-
-    kind: DecisionKind
-    a: str
-    b: str
-    z: float
-    trials: int
-    look: int
-    above: tuple[str, ...] = ()
-    below: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Settled:
-    """Everything a run has decided for good (empty for a new run).
-
-    ``segments`` is the ordered partition the resolved boundaries made;
-    ``cuts[i]`` is the decision between ``segments[i]`` and ``segments[i+1]``.
-    """
-
-    segments: tuple[tuple[str, ...], ...] = ()
-    cuts: tuple[SettledPair, ...] = ()
-    links: tuple[SettledPair, ...] = ()
-    done: frozenset[str] = frozenset()
-    looks: int = 0
-    models: frozenset[str] = frozenset()
-
-    @property
-    def decisions(self) -> tuple[SettledPair, ...]:
-        """Every settled pair, in the order they were made."""
-        return tuple(sorted((*self.cuts, *self.links), key=lambda d: d.look))
-
-    @classmethod
-    def replay(
-        cls, decisions: Iterable[SettledPair], done: Iterable[str], looks: int = 0
-    ) -> Settled:
-        """Rebuild the state from its decisions in the order they were made."""
-        segments: list[list[str]] = []
-        cuts: list[SettledPair] = []
-        links: list[SettledPair] = []
-        for decision in decisions:
-            if decision.kind != "resolved":
-                links.append(decision)
-                continue
-            if not decision.above or not decision.below:
-                continue  # written before cuts were recorded: nothing to keep
-            members = [*decision.above, *decision.below]
-            index = next(
-                (
-                    i
-                    for i, segment in enumerate(segments)
-                    if set(segment) & set(members)
-                ),
-                None,
-            )
-            if index is None:
-                if not segments:  # the first cut splits the whole field
-                    segments = [list(decision.above), list(decision.below)]
-                    cuts = [decision]
-                continue
-            rest = [m for m in segments[index] if m not in members]
-            segments[index : index + 1] = [
-                list(decision.above),
-                [*decision.below, *rest],
-            ]
-            cuts.insert(index, decision)
-        return cls(
-            segments=tuple(tuple(s) for s in segments),
-            cuts=tuple(cuts),
-            links=tuple(links),
-            done=frozenset(done),
-            looks=max(
-                [looks, *(d.look for d in cuts), *(d.look for d in links)], default=0
-            ),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class PairDecision:
-    """Two models adjacent in the order, ``a`` above ``b``."""
-
-    a: str
-    b: str
-    z: float
-    rho: float
-    resolved: bool
-    unresolvable: bool
-    equivalent: bool = False
-    threshold: float | None = None
-    decision: SettledPair | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class OpenBoundary:
-    """A boundary still drawing trials: its weakest pair, for forecasts."""
-
-    index: int
-    a: str
-    b: str
-    z: float
-    information: float
-    margin_z: float | None
-    drawing: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class RunDecision:
-    """Everything the status, allocation and events need from one look."""
-
-    order: tuple[str, ...]
-    ranks: dict[str, int]
-    groups: dict[str, int]
-    adjacent_groups: dict[str, int]
-    pairs: tuple[PairDecision, ...]
-    needs_trials: frozenset[str]
-    predicted_trials: dict[str, int | None]
-    done: frozenset[str]
-    exhausted: frozenset[str]
-    stable: bool
-    settled: Settled = field(default_factory=Settled)
-    new_decisions: tuple[SettledPair, ...] = ()
-    open_boundaries: tuple[OpenBoundary, ...] = ()
-    rule: StoppingRule | None = None
-    futility: StoppingRule | None = None
+__all__ = [
+    "FORECAST_SEED",
+    "DecisionKind",
+    "OpenBoundary",
+    "PairDecision",
+    "RunDecision",
+    "Settled",
+    "SettledPair",
+    "Standing",
+    "build_rule",
+    "decide",
+    "forecast_trials",
+]
 
 
 def build_rule(config: RunConfig, boundaries: int = 1) -> StoppingRule:
@@ -239,6 +105,11 @@ def decide(
 ) -> RunDecision:
     """Order, group and classify a run's models, keeping what is settled.
 
+    The phases of a look: place the models in the settled segments,
+    resolve boundaries (Holm's step-down), link the pairs that can no
+    longer be told apart, then say who needs trials, who is done, and how
+    each adjacent pair stands.
+
     Args:
         standings: Every model's posterior and sampling.
         config: The run's config.
@@ -248,14 +119,12 @@ def decide(
         run_trials: The run's trials, recorded with new decisions.
     """
     before = settled if settled is not None else Settled()
-    look = before.looks + 1
     by_name = {s.model: s for s in standings}
     segments = _place(before.segments, standings)
     joined = set(by_name) - before.models if before.models else set()
     order = tuple(name for segment in segments for name in segment)
     ordered = [by_name[name] for name in order]
     size = len(order)
-    position = {name: index for index, name in enumerate(order)}
     # A model joining a group reopens its neighbours' sampling ("beside it").
     reopened = {
         name for segment in segments if joined & set(segment) for name in segment
@@ -283,142 +152,152 @@ def decide(
     targets = _target_boundaries(config, size)
     claims = list(range(size - 1)) if config.target == "width" else targets
 
+    cut_at = _cut_positions(segments, before.cuts)
+    look = Look(order, cut_at, list(before.links), z, before.looks + 1, run_trials)
+
+    open_claims = [k for k in claims if k not in cut_at and look.spanning(k) is None]
+    # Holm's step-down: resolve what the current share allows, free the
+    # shares of what resolved, and test the rest again. Boundaries closed
+    # as ties keep their share (they count in ``shares``, untested).
+    shares = sum(1 for k in claims if k not in cut_at)
+    tests = BoundaryTests(look, information, rule_for, max(1, shares))
+    if complete:
+        resolved = set(holm_step_down(open_claims, tests, shares).rejected)
+        open_claims = [k for k in open_claims if k not in resolved]
+
+    links = Links(
+        look,
+        config,
+        tests,
+        ordered,
+        sigma,
+        information,
+        rule_for,
+        complete=complete,
+        targets=targets,
+        can_draw=can_draw,
+    )
+    links.link(open_claims)
+    needs = links.needs
+    open_claims = [k for k in open_claims if look.spanning(k) is None]
+    predicted = _predicted_trials(ordered, config, done_before, has_budget, needs)
+
+    open_targets = {k for k in targets if k in open_claims}
+    done = set(done_before)
+    if complete:
+        done |= _done_models(look, ordered, needs, has_budget, open_targets)
+    exhausted = frozenset(
+        order[p]
+        for k in targets
+        if k not in cut_at
+        for p in links.weakest[k]
+        if not has_budget[order[p]]
+    )
+    # Competition ranks: 1 + the number of strictly better means.
+    better = (mu[None, :] > mu[:, None]).sum(axis=1)
+    ranks = dict(zip(order, (1 + better).tolist(), strict=True))
+    # The paper's Table 1 grouping (adjacent pairs, one-look threshold), kept
+    # for display beside the groups the decisions make.
+    paper: list[int] = (
+        ci_groups(mu, sigma, z_threshold(config.confidence)).tolist() if size else []
+    )
+    return RunDecision(
+        order=order,
+        ranks=ranks,
+        groups=_group_numbers(order, cut_at),
+        adjacent_groups=dict(zip(order, paper, strict=True)),
+        pairs=_adjacent_pairs(look, tests.thresholds),
+        needs_trials=frozenset(needs),
+        predicted_trials=predicted,
+        done=frozenset(done),
+        exhausted=exhausted,
+        stable=complete and not open_targets and not needs,
+        settled=_settled_after(before, look, frozenset(done), frozenset(by_name)),
+        new_decisions=tuple(look.new),
+        open_boundaries=tuple(links.open_boundaries),
+        rule=tests.rule,
+        futility=links.hopeful,
+    )
+
+
+def _cut_positions(
+    segments: list[list[str]], cuts: tuple[SettledPair, ...]
+) -> dict[int, SettledPair]:
+    """The settled cuts by boundary position: each ends its segment."""
     cut_at: dict[int, SettledPair] = {}
     edge = -1
-    for segment, cut in zip(segments, before.cuts, strict=False):
+    for segment, cut in zip(segments, cuts, strict=False):
         edge += len(segment)
         cut_at[edge] = cut
-    links = list(before.links)
-    new: list[SettledPair] = []
+    return cut_at
 
-    def spanning(index: int) -> SettledPair | None:
-        for link in links:
-            low, high = sorted((position[link.a], position[link.b]))
-            if low <= index < high:
-                return link
-        return None
 
-    edges: list[int] = sorted(cut_at)
+def _settled_after(
+    before: Settled, look: Look, done: frozenset[str], models: frozenset[str]
+) -> Settled:
+    """What the run has decided for good after the look."""
+    order, cut_at = look.order, look.cut_at
+    new_segments = tuple(order[a : b + 1] for a, b in _segments(cut_at, look.size))
+    cut_order = [cut_at[p] for p in sorted(cut_at)]
+    return replace(
+        before,
+        segments=new_segments if cut_order else (),
+        cuts=tuple(cut_order),
+        links=tuple(look.links),
+        done=done,
+        looks=look.look,
+        models=models,
+    )
 
-    def block(index: int) -> tuple[int, int]:
-        # ``(first, last)`` positions of the segment holding position
-        # ``index``, also the one a boundary ``index`` that is no cut lies in.
-        at = bisect.bisect_left(edges, index)
-        first = edges[at - 1] + 1 if at else 0
-        last = edges[at] if at < len(edges) else size - 1
-        return first, last
 
-    def record(kind: DecisionKind, i: int, j: int, index: int) -> SettledPair:
-        first, last = block(index)
-        return SettledPair(
-            kind=kind,
-            a=order[i],
-            b=order[j],
-            z=float(z[i, j]) if math.isfinite(z[i, j]) else 1e308,
-            trials=run_trials,
-            look=look,
-            above=order[first : index + 1] if kind == "resolved" else (),
-            below=order[index + 1 : last + 1] if kind == "resolved" else (),
-        )
+def _group_numbers(
+    order: tuple[str, ...], cut_at: dict[int, SettledPair]
+) -> dict[str, int]:
+    """Each model's group, numbered from the top: a resolved cut starts one."""
+    groups: dict[str, int] = {}
+    group = 1
+    for index, name in enumerate(order):
+        if index and index - 1 in cut_at:
+            group += 1
+        groups[name] = group
+    return groups
 
-    open_claims = [k for k in claims if k not in cut_at and spanning(k) is None]
-    # Holm's step-down: resolve what the current share allows, free the
-    # shares of what resolved, and test the rest again.
-    while True:
-        rule = rule_for(max(1, sum(1 for k in claims if k not in cut_at)))
-        thresholds = rule.thresholds(information)
-        settled_pairs = (information > 0.0) & (z >= thresholds)
-        if not complete:
-            break
-        resolvable = []
-        for k in open_claims:
-            first, last = block(k)
-            if settled_pairs[first : k + 1, k + 1 : last + 1].all():
-                resolvable.append(k)
-        if not resolvable:
-            break
-        for k in resolvable:
-            # Each cut splits the segment the earlier ones left (record reads it).
-            cut = record("resolved", k, k + 1, k)
-            cut_at[k] = cut
-            bisect.insort(edges, k)
-            new.append(cut)
-        open_claims = [k for k in open_claims if k not in resolvable]
 
-    with np.errstate(invalid="ignore"):
-        margin = np.where(np.isfinite(thresholds), z - thresholds, -np.inf)
-    # Futility asks whether a pair could settle if every other boundary freed
-    # its share; stopping for futility claims nothing, so any level is valid
-    # here, and the most optimistic one keeps close pairs sampling longest.
-    hopeful = rule_for(1)
-    # A tie is called only between models that both carry information of
-    # their own: a model with few trials sits shrunk toward the prior mean
-    # and can look level with a clearly different one.
-    own = posterior_information(
-        np.array([s.unit_variance for s in ordered]) / 2.0,
-        sigma**2 / 2.0,
-        float(len(config.weights) + 1),
-    ).diagonal()
-    informed = np.minimum(own[:, None], own[None, :])
-    futile = ~settled_pairs & hopeful.futile(z, informed)
-    spread = np.hypot(sigma[:, None], sigma[None, :])
-    needs: set[str] = set()
-    open_boundaries: list[OpenBoundary] = []
-    weakest: dict[int, tuple[int, int]] = {}
-    for k in range(size - 1):
-        if k in cut_at:
-            continue
-        first, last = block(k)
-        cross = margin[first : k + 1, k + 1 : last + 1]
-        row, column = divmod(int(np.argmin(cross)), cross.shape[1])
-        weakest[k] = (first + row, k + 1 + column)
-    for k in open_claims:
-        if spanning(k) is not None:
-            continue
-        i, j = weakest[k]
-        margin_z = None
-        if config.equivalence_margin is not None and spread[i, j] > 0.0:
-            margin_z = config.equivalence_margin / float(spread[i, j])
-        first, last = block(k)
-        futile_block = futile[first : k + 1, k + 1 : last + 1]
-        link: SettledPair | None = None
-        if not complete:
-            pass
-        elif (
-            margin_z is not None
-            and rule.equivalent(
-                z[i : i + 1, j], informed[i : i + 1, j], np.array([margin_z])
-            ).all()
+def _done_models(
+    look: Look,
+    ordered: Sequence[Standing],
+    needs: set[str],
+    has_budget: dict[str, bool],
+    open_targets: set[int],
+) -> set[str]:
+    """Models with trials that need none and whose segment holds no open
+    target (or that are out of budget)."""
+    done: set[str] = set()
+    for index, standing in enumerate(ordered):
+        name = standing.model
+        first, last = look.block(index)
+        quiet = not any(first <= k < last for k in open_targets)
+        if (
+            name not in needs
+            and standing.trials > 0
+            and (quiet or not has_budget[name])
         ):
-            link = record("equivalent", i, j, k)
-        elif futile_block.any():
-            masked = np.where(
-                futile_block, margin[first : k + 1, k + 1 : last + 1], np.inf
-            )
-            row, column = divmod(int(np.argmin(masked)), masked.shape[1])
-            link = record("unresolvable", first + row, k + 1 + column, k)
-        elif not can_draw[order[i]] and not can_draw[order[j]]:
-            link = record("unresolvable", i, j, k)
-        if link is None:
-            if k in targets:
-                drawing = tuple(order[p] for p in (i, j) if can_draw[order[p]])
-                needs.update(drawing)
-                open_boundaries.append(
-                    OpenBoundary(
-                        index=k,
-                        a=order[i],
-                        b=order[j],
-                        z=float(z[i, j]),
-                        information=float(information[i, j]),
-                        margin_z=margin_z,
-                        drawing=drawing,
-                    )
-                )
-            continue
-        links.append(link)
-        new.append(link)
-    open_claims = [k for k in open_claims if spanning(k) is None]
+            done.add(name)
+    return done
 
+
+def _predicted_trials(
+    ordered: Sequence[Standing],
+    config: RunConfig,
+    done_before: set[str],
+    has_budget: dict[str, bool],
+    needs: set[str],
+) -> dict[str, int | None]:
+    """Trials each model needs for the minimum and the width target.
+
+    Adds the models that need them to ``needs``.
+    """
+    cap = config.max_trials_per_question
     predicted: dict[str, int | None] = {}
     for standing in ordered:
         name = standing.model
@@ -443,38 +322,15 @@ def decide(
             predicted[name] = (
                 None if extra is None or previous is None else max(previous, extra)
             )
+    return predicted
 
-    groups: dict[str, int] = {}
-    group = 1
-    for index, name in enumerate(order):
-        if index and index - 1 in cut_at:
-            group += 1
-        groups[name] = group
-    open_targets = {k for k in targets if k in open_claims}
-    done = set(done_before)
-    if complete:
-        for index, name in enumerate(order):
-            first, last = block(index)
-            quiet = not any(first <= k < last for k in open_targets)
-            if (
-                name not in needs
-                and by_name[name].trials > 0
-                and (quiet or not has_budget[name])
-            ):
-                done.add(name)
-    exhausted = frozenset(
-        order[p]
-        for k in targets
-        if k not in cut_at
-        for p in weakest[k]
-        if not has_budget[order[p]]
-    )
-    # Competition ranks: 1 + the number of strictly better means.
-    better = (mu[None, :] > mu[:, None]).sum(axis=1)
-    ranks = dict(zip(order, (1 + better).tolist(), strict=True))
+
+def _adjacent_pairs(look: Look, thresholds: FloatMatrix) -> tuple[PairDecision, ...]:
+    """How each pair adjacent in the order stands after the look."""
+    order, z = look.order, look.z
     pairs = []
-    for k in range(size - 1):
-        tie = spanning(k)
+    for k in range(look.size - 1):
+        tie = look.spanning(k)
         threshold = float(thresholds[k, k + 1])
         pairs.append(
             PairDecision(
@@ -482,150 +338,14 @@ def decide(
                 b=order[k + 1],
                 z=float(z[k, k + 1]),
                 rho=order_confidence(float(z[k, k + 1])),
-                resolved=k in cut_at,
+                resolved=k in look.cut_at,
                 unresolvable=tie is not None and tie.kind == "unresolvable",
                 equivalent=tie is not None and tie.kind == "equivalent",
                 threshold=threshold if math.isfinite(threshold) else None,
-                decision=cut_at.get(k, tie),
+                decision=look.cut_at.get(k, tie),
             )
         )
-    # The paper's Table 1 grouping (adjacent pairs, one-look threshold), kept
-    # for display beside the groups the decisions make.
-    paper: list[int] = (
-        ci_groups(mu, sigma, z_threshold(config.confidence)).tolist() if size else []
-    )
-    new_segments = tuple(order[a : b + 1] for a, b in _segments(cut_at, size))
-    cut_order = [cut_at[p] for p in sorted(cut_at)]
-    return RunDecision(
-        order=order,
-        ranks=ranks,
-        groups=groups,
-        adjacent_groups=dict(zip(order, paper, strict=True)),
-        pairs=tuple(pairs),
-        needs_trials=frozenset(needs),
-        predicted_trials=predicted,
-        done=frozenset(done),
-        exhausted=exhausted,
-        stable=complete and not open_targets and not needs,
-        settled=replace(
-            before,
-            segments=new_segments if cut_order else (),
-            cuts=tuple(cut_order),
-            links=tuple(links),
-            done=frozenset(done),
-            looks=look,
-            models=frozenset(by_name),
-        ),
-        new_decisions=tuple(new),
-        open_boundaries=tuple(open_boundaries),
-        rule=rule,
-        futility=hopeful,
-    )
-
-
-def forecast_trials(
-    decision: RunDecision,
-    question_trials: Callable[[str], NDArray[np.int64]],
-    question_count: int,
-    cap: int | None,
-    memo: dict[tuple[object, ...], float] | None = None,
-) -> tuple[dict[str, int | None], dict[int, int | None]]:
-    """Forecast trials per model and per open boundary, however each ends.
-
-    Each open boundary's weakest pair is simulated forward from its
-    posterior (:func:`scorio_core.stopping.forecast_information`) to the
-    information where it settles, is shown equivalent, turns futile or
-    reaches the cap (a low quantile of the simulated ends, see
-    :data:`scorio_core.stopping.FORECAST_QUANTILE`). A model sampled evenly
-    has information ``t ~ n`` trials per question, so it needs each question
-    brought up to ``n * t_end / t`` (at most the cap): questions with no
-    trials yet count in full, which keeps question-major arrival from
-    looking half done.
-
-    ``memo`` keeps simulated ends between calls: after one more trial only
-    the pairs of the model that drew it move, so a refresh simulates those.
-    """
-    models = dict(decision.predicted_trials)
-    boundaries: dict[int, int | None] = {}
-    if decision.rule is None:
-        return models, boundaries
-    cache = memo if memo is not None else {}
-    counts: dict[str, _Sampling] = {}
-    for boundary in decision.open_boundaries:
-        margin = None if boundary.margin_z is None else round(boundary.margin_z, 3)
-        key = (
-            decision.rule,
-            decision.futility,
-            round(boundary.z, 3),
-            round(boundary.information, 2),
-            margin,
-        )
-        end = cache.get(key)
-        if end is None:
-            end = cache[key] = forecast_information(
-                decision.rule,
-                boundary.z,
-                boundary.information,
-                boundary.margin_z,
-                rng=np.random.default_rng(FORECAST_SEED),
-                futility=decision.futility,
-            )
-        total: int | None = 0
-        for name in boundary.drawing:
-            if name not in counts:
-                counts[name] = _Sampling.of(question_trials(name))
-            extra = _trials_to(
-                counts[name], question_count, end, boundary.information, cap
-            )
-            previous = models.get(name, 0)
-            models[name] = (
-                None if extra is None or previous is None else max(previous, extra)
-            )
-            total = None if extra is None or total is None else total + extra
-        boundaries[boundary.index] = total
-    for name in decision.order:
-        models.setdefault(name, 0)
-    return models, boundaries
-
-
-@dataclass(frozen=True, slots=True)
-class _Sampling:
-    """A model's trials per seen question, with the sums forecasts reuse."""
-
-    counts: NDArray[np.int64]
-    total: int
-    least: int
-    most: int
-
-    @classmethod
-    def of(cls, counts: NDArray[np.int64]) -> _Sampling:
-        if not counts.size:
-            return cls(counts, 0, 0, 0)
-        return cls(counts, int(counts.sum()), int(counts.min()), int(counts.max()))
-
-
-def _trials_to(
-    sampling: _Sampling,
-    question_count: int,
-    end: float,
-    information: float,
-    cap: int | None,
-) -> int | None:
-    if not math.isfinite(end) or information <= 0.0:
-        return None
-    target = sampling.total / question_count * end / information
-    if cap is not None:
-        target = min(target, float(cap))
-    unseen = max(question_count - sampling.counts.size, 0)
-    if sampling.least >= target:
-        missing = unseen * target
-    elif sampling.most <= target:
-        # Every question is below the target: no per-question work.
-        missing = target * question_count - sampling.total
-    else:
-        below = np.maximum(target - sampling.counts, 0.0).sum()
-        missing = float(below) + unseen * target
-    return max(0, math.ceil(missing - 1e-9))
+    return tuple(pairs)
 
 
 def _place(

@@ -27,7 +27,7 @@ import json
 from collections.abc import Iterable
 from typing import Final
 
-from monitor.decisions.decide import RunDecision, Settled, SettledPair
+from monitor.decisions.model import RunDecision, Settled, SettledPair
 from monitor.stores.memory import JsonValue, PendingEvent, StoredEvent
 from scorio_core import order_confidence
 

@@ -11,7 +11,7 @@ import scorio.eval as oracle
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import scorio_core.counts as count_tables
+import scorio_core.storage as count_tables
 from scorio_core import CountTable, posterior_from_counts
 from scorio_core.question_index import QuestionIndex
 from tests.scorio_core.strategies import FloatVector, IntMatrix, categorical_bank

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import scorio_core.counts as count_tables
+import scorio_core.storage as count_tables
 from scorio_core import CountStorage, CountTable
 from scorio_core.question_index import QuestionIndex
 
