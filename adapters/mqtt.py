@@ -44,7 +44,7 @@ from monitor.errors import SourceConflictError
 from monitor.interfaces import IngestSink, Payload
 from monitor.schema import Status
 from monitor.service.retry import Backoff, ingest_durably
-from monitor.stores.memory import StoredEvent
+from monitor.stores.records import StoredEvent
 
 log = logging.getLogger(__name__)
 

@@ -42,7 +42,7 @@ from monitor.config import MqttSettings
 from monitor.engine.monitor import Monitor
 from monitor.errors import ConfigError, MonitorError, StoreError, UnknownRunError
 from monitor.schema import NextItem, RunConfig, Status, TrialEvent
-from monitor.stores.memory import IngestReport
+from monitor.stores.records import IngestReport
 
 log = logging.getLogger(__name__)
 Result = TypeVar("Result")

@@ -7,7 +7,7 @@ deltas likewise. A worker following another one's trials so reads an entry
 with two NumPy parses, and decodes a cell's field (JSON ``[model, question,
 prior, category]``) once, when a number is new to it (:class:`CellTable`).
 The deltas of all the entries one look reads are summed per cell in one
-pass and handed to the engine as columns (:class:`monitor.stores.memory.CountChanges`).
+pass and handed to the engine as columns (:class:`monitor.stores.records.CountChanges`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Mapping
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.stores.memory import CountChanges
+from monitor.stores.records import CountChanges
 
 
 class CellTable:

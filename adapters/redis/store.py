@@ -71,20 +71,17 @@ from adapters.redis import keys
 from adapters.redis.changes import CellTable, add_costs, integers, read_entry
 from monitor.errors import StoreError
 from monitor.schema import RunConfig
+from monitor.stores.batches import Batch, Previous, TrialAsBatch, TrialBatch
 from monitor.stores.ledger import NEW
-from monitor.stores.memory import (
-    Batch,
+from monitor.stores.records import (
     CountChanges,
     DeadLetter,
     JsonValue,
     ModelCounts,
     PendingEvent,
-    Previous,
     RunTotals,
     StoredEvent,
     StoredState,
-    TrialAsBatch,
-    TrialBatch,
 )
 
 CHUNK_SIZE: Final = 2000

@@ -32,18 +32,15 @@ from numpy.typing import NDArray
 from monitor.errors import StoreError
 from monitor.limits import DEAD_LETTERS_MAX, DEAD_LETTERS_MAX_AGE_S
 from monitor.schema import RunConfig
-from monitor.stores.memory import (
-    Batch,
+from monitor.stores.batches import Batch, Previous, TrialAsBatch, TrialBatch
+from monitor.stores.local import LocalCounts
+from monitor.stores.records import (
     DeadLetter,
-    LocalCounts,
     ModelCounts,
     PendingEvent,
-    Previous,
     RunTotals,
     StoredEvent,
     StoredState,
-    TrialAsBatch,
-    TrialBatch,
 )
 
 SCHEMA_VERSION = 3
