@@ -62,7 +62,8 @@ from monitor.schema import (
     TrialEvent,
 )
 from monitor.stores.batches import Batch, TrialBatch
-from monitor.stores.ledger import NEW, Factors
+from monitor.stores.factors import Factors
+from monitor.stores.ledger import NEW
 from monitor.stores.memory import MemoryStore
 from monitor.stores.records import (
     CountChanges,

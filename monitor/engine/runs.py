@@ -23,7 +23,8 @@ from monitor.limits import MAX_ID_LENGTH
 from monitor.rubrics.schemas import RUBRICS
 from monitor.schema import RejectionKind, RunConfig, TrialEvent
 from monitor.stores.batches import Previous, TrialBatch
-from monitor.stores.ledger import NEW, NumberedRows, run_starts
+from monitor.stores.factors import NumberedRows, run_starts
+from monitor.stores.ledger import NEW
 from monitor.stores.local import VECTOR_THRESHOLD
 from monitor.stores.records import CountChanges, ModelCounts
 from scorio_core import CountStorage, CountTable

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.stores.ledger import Factors
+from monitor.stores.factors import Factors
 from monitor.stores.records import DeadLetter
 
 if TYPE_CHECKING:
