@@ -1,15 +1,19 @@
 """The lock that keeps a state file to one writing process.
 
 A writer holds an exclusive lock on ``<state file>.lock`` while the store
-is open and removes the file when it closes; readers take no lock.
+is open and removes the file when it closes; readers take no lock. The
+lock is the operating system's (``flock`` on POSIX, ``LockFileEx`` on
+Windows, both through ``filelock``), so a writer that dies leaves a file
+any later writer can lock.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 from pathlib import Path
+
+from filelock import lock_descriptor
 
 from monitor.errors import StoreError
 
@@ -32,12 +36,15 @@ class WriterLock:
         while True:
             handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError as exc:
+                locked = lock_descriptor(handle, blocking=False)
+            except OSError:
+                os.close(handle)
+                raise
+            if not locked:
                 os.close(handle)
                 raise StoreError(
                     f"state file {self._path} is being written by another process"
-                ) from exc
+                )
             # The holder before us removes the file on close: a lock on a
             # file no longer at the path guards nothing, so take the new one.
             try:
@@ -50,9 +57,19 @@ class WriterLock:
 
     def release(self) -> None:
         """Give the lock up (if held) and remove its file."""
-        if self._handle is not None:
+        handle, self._handle = self._handle, None
+        if handle is None:
+            return
+        try:
             # Removed while still held, so no one can lock the old file after.
-            with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._lock_path)
+        except FileNotFoundError:
+            pass
+        except PermissionError:
+            # Windows removes no open file: close (which unlocks) first, then
+            # remove it unless the next writer already holds it open.
+            os.close(handle)
+            with contextlib.suppress(OSError):
                 os.unlink(self._lock_path)
-            os.close(self._handle)
-            self._handle = None
+            return
+        os.close(handle)
