@@ -51,7 +51,6 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 import redis
-from redis._parsers import _RESP2Parser
 from redis.backoff import NoBackoff
 from redis.client import Pipeline
 from redis.cluster import ClusterPipeline, RedisCluster
@@ -136,10 +135,8 @@ class RedisStore(TrialAsBatch):
         self._writer = uuid.uuid4().hex
         self._dead_letter_limit = dead_letter_limit
         self._owns_client = client is None
-        # hiredis (a dependency) packs the commands; replies go through
-        # redis-py's own parser (RESP2 or 3 as the connection speaks), as
-        # hiredis's reader cost more CPU per small apply (paced phase of
-        # benchmarks/service.py: 884-896 us per message against 624-754).
+        # hiredis (a dependency) packs the commands and, redis-py's default
+        # when it is installed, parses the replies.
         with translated("connect"):
             if client is None and cluster:
                 # Default cluster retries: they follow a failover and slot
@@ -150,7 +147,6 @@ class RedisStore(TrialAsBatch):
                     encoding_errors="surrogatepass",
                     socket_timeout=timeout_s,
                     socket_connect_timeout=timeout_s,
-                    parser_class=_RESP2Parser,
                 )
             elif client is None:
                 # No automatic retries: a retried EXEC or script that did run
@@ -162,7 +158,6 @@ class RedisStore(TrialAsBatch):
                     socket_timeout=timeout_s,
                     socket_connect_timeout=timeout_s,
                     retry=Retry(NoBackoff(), 0),
-                    parser_class=_RESP2Parser,
                 )
             self._client = client
             self._scripts = Scripts(client, self._prefix, self._writer, chunk_size)
