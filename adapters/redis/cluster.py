@@ -15,13 +15,20 @@ import time
 from collections.abc import Sequence
 from typing import Final
 
+import redis
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import RedisError
 
 from adapters.redis import keys
 from adapters.redis.changes import Versions
-from adapters.redis.records import Reply, queue_dead_letter, stored_events, translated
+from adapters.redis.records import (
+    Pipe,
+    Reply,
+    queue_dead_letter,
+    stored_events,
+    translated,
+)
 from adapters.redis.scripts import Scripts
 from monitor.errors import StoreError
 from monitor.stores.batches import Batch, Previous
@@ -79,7 +86,7 @@ class ClusterWrites:
                 self._client.sadd(keys.runs(self._prefix), *runs)
             by_run: dict[str, list[Reply]] = {}
             for run in runs:
-                pipe = self._client.pipeline(transaction=True)
+                pipe = _pipeline(self._client, transaction=True)
                 for trials in batch.trials:
                     if trials.run == run:
                         self._scripts.queue_apply(pipe, trials)
@@ -94,7 +101,7 @@ class ClusterWrites:
                     self._versions.unsure(run)
                     raise
             if batch.dead_letters:
-                pipe = self._client.pipeline(transaction=False)
+                pipe = _pipeline(self._client, transaction=False)
                 for letter in batch.dead_letters:
                     queue_dead_letter(
                         pipe,
@@ -132,7 +139,7 @@ class ClusterWrites:
         """
         with translated("record events"):
             for run, indices in by_run.items():
-                pipe = self._client.pipeline(transaction=True)
+                pipe = _pipeline(self._client, transaction=True)
                 run_events = [events[i] for i in indices]
                 self._scripts.queue_fire(pipe, run, run_events)
                 self._unreported += stored_events(run_events, pipe.execute()[0])
@@ -176,3 +183,9 @@ class ClusterWrites:
             # Perhaps the replica died: re-read the slot map for next time.
             self._client.nodes_manager.initialize()
             raise StoreError(f"no replica acknowledged the writes to run {run!r}")
+
+
+def _pipeline(client: redis.Redis | RedisCluster, transaction: bool) -> Pipe:
+    # RedisCluster.pipeline has no annotations; seen as either client it
+    # is typed as Redis.pipeline is.
+    return client.pipeline(transaction=transaction)

@@ -122,7 +122,7 @@ class ChangeFollower:
         wanted = int(named.max()) + 1 if named.size else 0
         if wanted > len(cells):
             # Cells numbered since the last read: their fields, once.
-            fields = self._scripts.read_cells(run, len(cells), wanted - 1)
-            if not cells.extend(fields, wanted - len(cells)):
+            numbered = self._scripts.read_cells(run, len(cells), wanted - 1)
+            if not cells.extend(numbered, wanted - len(cells)):
                 return None
         return cells.changes(named, np.concatenate(deltas) if deltas else named, costs)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 from numpy.typing import NDArray
@@ -51,6 +52,11 @@ class Factors:
     def present(self, codes: NDArray[np.int64]) -> NDArray[np.int64]:
         """The distinct codes among ``codes``, in code order."""
         return np.flatnonzero(np.bincount(codes, minlength=len(self.values)))
+
+
+# Integer ids below this have their rows cached in an array (at most 512
+# kB, grown as larger ids come).
+NUMBERED_IDS: Final = 1 << 16
 
 
 class NumberedRows:

@@ -36,7 +36,10 @@ from typing import Final
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.stores.factors import Factors, NumberedRows, run_starts
+from monitor.stores.factors import NUMBERED_IDS as NUMBERED_IDS
+from monitor.stores.factors import Factors as Factors
+from monitor.stores.factors import NumberedRows as NumberedRows
+from monitor.stores.factors import run_starts
 
 NEW: Final = -1
 MAX_COLUMNS: Final = 4096
@@ -49,11 +52,6 @@ _START_CELLS: Final = 64 * 64
 _INT8_MAX: Final = 127
 # A (question, trial) -> category dict entry, with its key tuple: about.
 _OVERFLOW_ENTRY_BYTES: Final = 200
-
-
-# Integer ids below this have their rows cached in an array (at most 512
-# kB, grown as larger ids come).
-NUMBERED_IDS: Final = 1 << 16
 
 
 class TrialGrid:
