@@ -4,12 +4,13 @@ At-least-once in, exactly-once counted: the source subscribes at QoS 1 with a
 persistent session (MQTT 5, ``clean_start=False`` and a session that never
 expires, as MQTT 3.1.1's ``clean_session=False``) under a stable client id,
 and acknowledges a message only after the monitor committed it. aiomqtt 2.x
-acknowledges QoS 1 on receipt and has no switch for it, so the source turns
-on manual acknowledgement in the paho client aiomqtt wraps
-(``client._client``), *before* connecting: a persistent session starts
-redelivering right after CONNACK. A crash before the ack leaves the message
-unacknowledged; the broker redelivers it to the same client id, and the
-store's exactly-once index makes the repeat a no-op.
+acknowledges QoS 1 on receipt and has no public switch for it, so the
+source turns on manual acknowledgement in the paho client aiomqtt wraps,
+*before* connecting (a persistent session starts redelivering right after
+CONNACK), through :class:`ManualAcks`, the one place that reaches into
+aiomqtt (why: the comment at aiomqtt in pyproject.toml). A crash before
+the ack leaves the message unacknowledged; the broker redelivers it to the
+same client id, and the store's exactly-once index makes the repeat a no-op.
 
 With ``shared_group``, workers subscribe ``$share/<group>/...`` so the broker
 splits messages between them; each worker needs its own client id. MQTT 5
@@ -44,7 +45,7 @@ from monitor.errors import SourceConflictError
 from monitor.interfaces import IngestSink, Payload
 from monitor.schema import Status
 from monitor.service.retry import Backoff, ingest_durably
-from monitor.stores.memory import StoredEvent
+from monitor.stores.records import StoredEvent
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +156,27 @@ def _reason(error: BaseException) -> object:
     return None
 
 
+class ManualAcks:
+    """QoS 1 acknowledgement left to the source, in the paho client aiomqtt wraps.
+
+    aiomqtt 2.x (2.5.1, the newest) has no public manual acknowledgement
+    (aiomqtt issue #345); paho's public ``manual_ack_set`` and ``ack`` do it
+    and are reached through ``Client._client``. This is the only place that
+    reads it; the pin and the argument are in pyproject.toml, and
+    tests/adapters/test_mqtt.py checks the behaviour (what was not committed
+    is delivered again after a crash). Made before connecting.
+    """
+
+    def __init__(self, client: aiomqtt.Client) -> None:
+        self._paho = client._client
+        self._paho.manual_ack_set(True)
+
+    def acknowledge(self, messages: Sequence[aiomqtt.Message]) -> None:
+        """Acknowledge committed messages, in the order given."""
+        for message in messages:
+            self._paho.ack(message.mid, message.qos)
+
+
 class MqttSource:
     """Trials from MQTT, acknowledged only once committed."""
 
@@ -175,7 +197,7 @@ class MqttSource:
             client = _client(
                 self._settings, identifier, persistent=self._settings.persistent
             )
-            client._client.manual_ack_set(True)
+            acks = ManualAcks(client)
             try:
                 async with client:
                     await client.subscribe(trials_topic(self._settings), qos=1)
@@ -186,14 +208,16 @@ class MqttSource:
                     )
                     backoff.reset()
                     takeovers.connected()
-                    await self._consume(client, sink)
+                    await self._consume(client, acks, sink)
             except aiomqtt.MqttError as exc:
                 conflict = takeovers.lost(exc)
                 if conflict is not None:
                     raise conflict from None
                 await backoff.wait("MQTT source", exc)
 
-    async def _consume(self, client: aiomqtt.Client, sink: IngestSink) -> None:
+    async def _consume(
+        self, client: aiomqtt.Client, acks: ManualAcks, sink: IngestSink
+    ) -> None:
         messages = client.messages
         async for first in messages:
             batch = [first]
@@ -203,9 +227,8 @@ class MqttSource:
                 batch.append(await anext(messages))
             await self._commit(sink, batch)
             log.debug("committed %d messages; acknowledging them", len(batch))
-            for message in batch:
-                # In receipt order, as MQTT 3.1.1 section 4.6 asks.
-                client._client.ack(message.mid, message.qos)
+            # In receipt order, as MQTT 3.1.1 section 4.6 asks.
+            acks.acknowledge(batch)
 
     @staticmethod
     async def _commit(sink: IngestSink, batch: Sequence[aiomqtt.Message]) -> None:
@@ -260,38 +283,47 @@ class MqttPublisher:
                 await backoff.wait("MQTT publisher", exc)
 
     async def _send_forever(self, client: aiomqtt.Client) -> None:
-        prefix = self._settings.topic_prefix
-        # aiomqtt's future for the end of the connection: watched while idle,
-        # so a lost (or taken over) connection is noticed before the next
-        # publish, and its error is always retrieved.
-        lost = client._disconnected
-        while True:
-            wake = asyncio.ensure_future(self._wake.wait())
-            try:
-                await asyncio.wait((wake, lost), return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                wake.cancel()
-            if lost.done():
-                raise aiomqtt.MqttError("connection lost") from lost.exception()
-            self._wake.clear()
-            while self._events:
-                event = self._events[0]
-                await client.publish(
-                    f"{prefix}/{event.run}/events", event_json(event), qos=1
-                )
-                self._events.popleft()  # only once the broker confirmed it
-            statuses, self._statuses = self._statuses, {}
-            for run, status in statuses.items():
+        # The publisher subscribes to nothing, so its message iterator ends
+        # only when the connection does (with aiomqtt's error): watched while
+        # idle, so a lost (or taken over) connection is noticed before the
+        # next publish, and its error is always retrieved.
+        lost = asyncio.ensure_future(anext(client.messages))
+        try:
+            while True:
+                wake = asyncio.ensure_future(self._wake.wait())
                 try:
-                    await client.publish(
-                        f"{prefix}/{run}/status",
-                        status.model_dump_json(),
-                        qos=1,
-                        retain=True,
+                    await asyncio.wait(
+                        (wake, lost), return_when=asyncio.FIRST_COMPLETED
                     )
-                except aiomqtt.MqttError:
-                    self._statuses.setdefault(run, status)
-                    raise
+                finally:
+                    wake.cancel()
+                if lost.done():
+                    raise aiomqtt.MqttError("connection lost") from lost.exception()
+                self._wake.clear()
+                await self._send_pending(client)
+        finally:
+            lost.cancel()
+
+    async def _send_pending(self, client: aiomqtt.Client) -> None:
+        prefix = self._settings.topic_prefix
+        while self._events:
+            event = self._events[0]
+            await client.publish(
+                f"{prefix}/{event.run}/events", event_json(event), qos=1
+            )
+            self._events.popleft()  # only once the broker confirmed it
+        statuses, self._statuses = self._statuses, {}
+        for run, status in statuses.items():
+            try:
+                await client.publish(
+                    f"{prefix}/{run}/status",
+                    status.model_dump_json(),
+                    qos=1,
+                    retain=True,
+                )
+            except aiomqtt.MqttError:
+                self._statuses.setdefault(run, status)
+                raise
 
 
 def event_json(event: StoredEvent) -> str:

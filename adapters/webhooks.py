@@ -23,7 +23,7 @@ import httpx
 from monitor.config import ALERT_KINDS, WebhookSettings
 from monitor.schema import Status, redacted_url
 from monitor.service.retry import Backoff
-from monitor.stores.memory import StoredEvent
+from monitor.stores.records import StoredEvent
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ import numpy as np
 import redis
 
 from adapters.redis.store import RedisStore
-from monitor.stores.memory import Batch, TrialBatch
+from monitor.stores.batches import Batch, TrialBatch
 from tests.services import redis_server
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from adapters.redis.store import RedisStore
 from monitor import RunConfig
-from monitor.stores.memory import Batch, TrialBatch
+from monitor.stores.batches import Batch, TrialBatch
 from tests.services import redis_cluster, redis_server
 
 RUNS = ("b", "c", "a")  # one per master of a fresh three-master cluster

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
         Status,
         TrialEvent,
     )
-    from monitor.stores.memory import IngestReport, StoredEvent
+    from monitor.stores.records import IngestReport, StoredEvent
 
 __all__ = [
     "ConfigError",
@@ -73,7 +73,7 @@ __all__ = [
 _HOMES = {
     "ConfigError": "monitor.errors",
     "Cost": "monitor.schema",
-    "IngestReport": "monitor.stores.memory",
+    "IngestReport": "monitor.stores.records",
     "ModelStatus": "monitor.schema",
     "Monitor": "monitor.engine.monitor",
     "MonitorError": "monitor.errors",
@@ -85,7 +85,7 @@ _HOMES = {
     "SourceError": "monitor.errors",
     "Status": "monitor.schema",
     "StoreError": "monitor.errors",
-    "StoredEvent": "monitor.stores.memory",
+    "StoredEvent": "monitor.stores.records",
     "TrialEvent": "monitor.schema",
     "UnknownRunError": "monitor.errors",
 }

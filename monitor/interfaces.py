@@ -10,14 +10,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from monitor.schema import RunConfig, Status
-from monitor.stores.memory import (
-    Batch,
+from monitor.stores.batches import Batch, Previous
+from monitor.stores.records import (
     CountChanges,
     DeadLetter,
     IngestReport,
     ModelCounts,
     PendingEvent,
-    Previous,
     RunTotals,
     StoredEvent,
     StoredState,

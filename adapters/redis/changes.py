@@ -7,7 +7,7 @@ deltas likewise. A worker following another one's trials so reads an entry
 with two NumPy parses, and decodes a cell's field (JSON ``[model, question,
 prior, category]``) once, when a number is new to it (:class:`CellTable`).
 The deltas of all the entries one look reads are summed per cell in one
-pass and handed to the engine as columns (:class:`monitor.stores.memory.CountChanges`).
+pass and handed to the engine as columns (:class:`monitor.stores.records.CountChanges`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Mapping
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.stores.memory import CountChanges
+from monitor.stores.records import CountChanges
 
 
 class CellTable:
@@ -154,3 +154,31 @@ def integers(text: str) -> NDArray[np.int64]:
     if values.size != text.count(",") + 1:
         raise ValueError(f"not a list of integers: {text[:80]!r}")
     return values
+
+
+class Versions:
+    """Per run, the newest version of the counts this worker has seen.
+
+    Every apply that changes a run's counts bumps its version. ``-1`` means
+    unsure what was applied (an apply whose reply was lost): the next look
+    then reads the counts whole.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[str, int] = {}
+
+    def get(self, run: str) -> int:
+        return self._seen.get(run, 0)
+
+    def set(self, run: str, version: int) -> None:
+        self._seen[run] = version
+
+    def unsure(self, run: str) -> None:
+        self._seen[run] = -1
+
+    def note(self, run: str, version: int) -> None:
+        """Take the version one of our own applies answered."""
+        # Our own change right after the version we knew keeps us current; a
+        # jump means another worker wrote in between (re-read next look).
+        if version == self._seen.get(run, 0) + 1:
+            self._seen[run] = version

@@ -48,7 +48,7 @@ from monitor.inputs.files import (
     ingest_batches,
     ingest_matrix,
 )
-from monitor.stores.memory import IngestReport, StoredEvent
+from monitor.stores.records import IngestReport, StoredEvent
 
 
 def run_score(arguments: argparse.Namespace) -> int:

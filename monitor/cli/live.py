@@ -38,7 +38,7 @@ from monitor.inputs.watch import watch
 from monitor.interfaces import IngestSink, Payload, TrialSource
 from monitor.schema import Status
 from monitor.service.service import Service
-from monitor.stores.memory import IngestReport, StoredEvent
+from monitor.stores.records import IngestReport, StoredEvent
 
 
 def run_watch(arguments: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from monitor.engine.scoring import Scoreboard
 from monitor.schema import Status
-from monitor.stores.memory import StoredEvent
+from monitor.stores.records import StoredEvent
 
 if TYPE_CHECKING:
     # Types only: the simulation is imported by `simulate` alone.

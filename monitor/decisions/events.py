@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from typing import Final
 
 from monitor.decisions.model import RunDecision, Settled, SettledPair
-from monitor.stores.memory import JsonValue, PendingEvent, StoredEvent
+from monitor.stores.records import JsonValue, PendingEvent, StoredEvent
 from scorio_core import order_confidence
 
 EVENT_KINDS: Final = (

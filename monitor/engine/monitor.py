@@ -61,17 +61,17 @@ from monitor.schema import (
     Status,
     TrialEvent,
 )
-from monitor.stores.ledger import NEW, Factors
-from monitor.stores.memory import (
-    Batch,
+from monitor.stores.batches import Batch, TrialBatch
+from monitor.stores.factors import Factors
+from monitor.stores.ledger import NEW
+from monitor.stores.memory import MemoryStore
+from monitor.stores.records import (
     CountChanges,
     DeadLetter,
     IngestReport,
-    MemoryStore,
     ModelCounts,
     PendingEvent,
     StoredEvent,
-    TrialBatch,
     combined_reports,
 )
 from monitor.stores.sqlite import SqliteStore

@@ -22,14 +22,11 @@ from monitor.decisions.decide import Standing, build_rule
 from monitor.limits import MAX_ID_LENGTH
 from monitor.rubrics import RUBRICS
 from monitor.schema import RejectionKind, RunConfig, TrialEvent
-from monitor.stores.ledger import NEW, NumberedRows, run_starts
-from monitor.stores.memory import (
-    VECTOR_THRESHOLD,
-    CountChanges,
-    ModelCounts,
-    Previous,
-    TrialBatch,
-)
+from monitor.stores.batches import Previous, TrialBatch
+from monitor.stores.factors import NumberedRows, run_starts
+from monitor.stores.ledger import NEW
+from monitor.stores.local import VECTOR_THRESHOLD
+from monitor.stores.records import CountChanges, ModelCounts
 from scorio_core import CountStorage, CountTable
 from scorio_core.posterior import clipped_interval, z_value
 from scorio_core.question_index import QuestionIndex

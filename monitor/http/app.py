@@ -51,7 +51,7 @@ from monitor.limits import (
 from monitor.schema import NextItem, RunConfig, Status
 from monitor.service.rejections import RecentRejection
 from monitor.service.service import Service
-from monitor.stores.memory import IngestReport, StoredEvent
+from monitor.stores.records import IngestReport, StoredEvent
 
 MetricsRenderer = Callable[[], tuple[bytes, str]]
 _EVENT_NUMBER = re.compile(r"[0-9]{1,19}")

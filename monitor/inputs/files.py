@@ -22,7 +22,7 @@ from monitor.engine.scoring import ResultsMatrix
 from monitor.inputs.parsing import Parsed, parse_object
 from monitor.inputs.wire import Wire
 from monitor.schema import Rejection, RunConfig
-from monitor.stores.memory import IngestReport, combined_reports
+from monitor.stores.records import IngestReport, combined_reports
 
 
 @dataclass(frozen=True, slots=True)

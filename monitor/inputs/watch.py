@@ -16,7 +16,7 @@ from monitor.inputs.wire import Wire, parse_wire
 from monitor.interfaces import LineSource
 from monitor.limits import MAX_PAYLOAD_BYTES
 from monitor.schema import Rejection
-from monitor.stores.memory import IngestReport
+from monitor.stores.records import IngestReport
 
 
 def watch(

@@ -38,7 +38,7 @@ from monitor.inputs.parsing import (
     strict_id,
 )
 from monitor.limits import MAX_BATCH_ITEMS, MAX_PAYLOAD_BYTES
-from monitor.stores.ledger import NUMBERED_IDS, Factors
+from monitor.stores.factors import NUMBERED_IDS, Factors
 
 
 class _Cost(Struct, forbid_unknown_fields=True, gc=False):

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from monitor.errors import StoreError
 from monitor.interfaces import IngestSink, Payload
-from monitor.stores.memory import IngestReport
+from monitor.stores.records import IngestReport
 
 log = logging.getLogger(__name__)
 

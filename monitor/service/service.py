@@ -39,7 +39,7 @@ from monitor.service.rejections import RecentRejection, RecentRejections
 from monitor.service.snapshot import Snapshot
 from monitor.service.subscriptions import Subscription
 from monitor.service.worker import EngineWorker
-from monitor.stores.memory import IngestReport, StoredEvent, combined_reports
+from monitor.stores.records import IngestReport, StoredEvent, combined_reports
 
 log = logging.getLogger(__name__)
 Result = TypeVar("Result")

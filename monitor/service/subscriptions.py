@@ -16,7 +16,7 @@ import collections
 from collections.abc import Callable
 
 from monitor.schema import Status
-from monitor.stores.memory import StoredEvent
+from monitor.stores.records import StoredEvent
 
 Update = StoredEvent | Status
 

@@ -15,9 +15,6 @@ time (a lock file enforces it); any number may open it read-only.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import itertools
 import json
 import os
 import sqlite3
@@ -25,81 +22,31 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-import msgspec
 import numpy as np
-from numpy.typing import NDArray
 
 from monitor.errors import StoreError
 from monitor.limits import DEAD_LETTERS_MAX, DEAD_LETTERS_MAX_AGE_S
 from monitor.schema import RunConfig
-from monitor.stores.memory import (
-    Batch,
+from monitor.stores.batches import Batch, Previous, TrialAsBatch, TrialBatch
+from monitor.stores.local import LocalCounts
+from monitor.stores.lock import WriterLock
+from monitor.stores.records import (
     DeadLetter,
-    LocalCounts,
     ModelCounts,
     PendingEvent,
-    Previous,
     RunTotals,
     StoredEvent,
     StoredState,
-    TrialAsBatch,
-    TrialBatch,
 )
-
-SCHEMA_VERSION = 3
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    run TEXT PRIMARY KEY, config TEXT NOT NULL, declared INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS trial_log (
-    run TEXT NOT NULL, model TEXT NOT NULL, question TEXT NOT NULL,
-    trial TEXT NOT NULL, prior INTEGER NOT NULL, category INTEGER NOT NULL,
-    tokens INTEGER, seconds REAL, ts REAL);
-CREATE TABLE IF NOT EXISTS trial_batches (run TEXT NOT NULL, trials BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS totals (
-    run TEXT PRIMARY KEY, trials INTEGER NOT NULL, duplicates INTEGER NOT NULL,
-    corrections INTEGER NOT NULL, rejected INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS dead_letters (
-    id INTEGER PRIMARY KEY, run TEXT, source TEXT NOT NULL, position INTEGER,
-    reason TEXT NOT NULL, raw TEXT NOT NULL, received_s REAL NOT NULL);
-CREATE INDEX IF NOT EXISTS dead_letters_by_age ON dead_letters (received_s);
-CREATE TABLE IF NOT EXISTS events (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT, run TEXT NOT NULL, kind TEXT NOT NULL,
-    subject TEXT NOT NULL, payload TEXT NOT NULL, ts REAL NOT NULL,
-    UNIQUE (run, kind, subject));
-CREATE TABLE IF NOT EXISTS cursors (name TEXT PRIMARY KEY, position TEXT NOT NULL);
-"""
-# The trial log is append-only, and replaying it in order (the last delivery
-# of a trial wins) rebuilds the ledger. Version 2 appended a row per new or
-# corrected trial to ``trial_log`` (2.6 us a row, most of an array's cost);
-# version 3 appends one row to ``trial_batches`` per run and call, its
-# trials as msgpack columns, and replays ``trial_log`` (older files) first.
-_APPEND_TRIALS = "INSERT INTO trial_batches (run, trials) VALUES (?, ?)"
-_TRIAL_COLUMNS = "run, model, question, trial, prior, category, tokens, seconds, ts"
-# Version 1 kept one row per trial in ``trials``; it becomes the log's start.
-_MIGRATE_FROM_1 = f"""
-INSERT INTO trial_log ({_TRIAL_COLUMNS}) SELECT {_TRIAL_COLUMNS} FROM trials;
-DROP TABLE trials;
-"""
-
-
-class LoggedTrials(msgspec.Struct, array_like=True):
-    """One ``trial_batches`` row's trials, as columns.
-
-    A column of ``None`` only (no costs, no timestamps) is stored empty.
-    """
-
-    model: list[str]
-    question: list[str]
-    trial: list[str]
-    prior: list[bool]
-    category: list[int]
-    tokens: list[int | None]
-    seconds: list[float | None]
-    ts: list[float | None]
-
-
-_encode = msgspec.msgpack.Encoder().encode
-_decode = msgspec.msgpack.Decoder(LoggedTrials).decode
+from monitor.stores.sqlite_schema import (
+    APPEND_TRIALS,
+    TRIAL_COLUMNS,
+    create_or_migrate,
+    logged_row,
+    replay_batches,
+    replay_rows,
+    totals_row,
+)
 
 
 class SqliteStore(TrialAsBatch):
@@ -138,7 +85,7 @@ class SqliteStore(TrialAsBatch):
         self._configured: set[str] = set()
         self._log = "trial_log"
         self._local = LocalCounts()
-        self._lock_handle: int | None = None
+        self._lock = WriterLock(self._path)
         try:
             if read_only:
                 if not self._path.exists():
@@ -148,19 +95,19 @@ class SqliteStore(TrialAsBatch):
                 )
             else:
                 self._path.parent.mkdir(parents=True, exist_ok=True)
-                self._lock()
+                self._lock.acquire()
                 self._db = sqlite3.connect(
                     self._path, isolation_level=None, check_same_thread=False
                 )
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute(f"PRAGMA synchronous={synchronous}")
-                self._create_or_migrate()
+                create_or_migrate(self._db, self._path)
             self._db.execute("PRAGMA busy_timeout=5000")
         except StoreError:
-            self._unlock()
+            self._lock.release()
             raise
         except sqlite3.Error as exc:
-            self._unlock()
+            self._lock.release()
             raise StoreError(f"cannot open state file {self._path}: {exc}") from exc
 
     @property
@@ -199,7 +146,7 @@ class SqliteStore(TrialAsBatch):
             classified.append((trials, previous))
             changed = np.asarray(previous) != trials.categories()
             if changed.any():
-                rows.append((trials.run, _logged(trials, changed)))
+                rows.append((trials.run, logged_row(trials, changed)))
         self._local.count_dead_letters(batch.dead_letters)
         runs = {trials.run for trials in batch.trials} | {
             letter.run for letter in batch.dead_letters if letter.run is not None
@@ -207,11 +154,11 @@ class SqliteStore(TrialAsBatch):
 
         def write(db: sqlite3.Connection) -> None:
             if rows:
-                db.executemany(_APPEND_TRIALS, rows)
+                db.executemany(APPEND_TRIALS, rows)
             db.executemany(
                 "INSERT OR REPLACE INTO totals VALUES (?, ?, ?, ?, ?)",
                 [
-                    _totals_row(run, self._local.totals.get(run, RunTotals()))
+                    totals_row(run, self._local.totals.get(run, RunTotals()))
                     for run in runs
                 ],
             )
@@ -269,7 +216,7 @@ class SqliteStore(TrialAsBatch):
     def _read_appended(self, run: str) -> dict[str, ModelCounts] | None:
         where, arguments = self._run_filter("AND")
         rows = self._db.execute(
-            f"SELECT rowid, {_TRIAL_COLUMNS} FROM trial_log WHERE rowid > ?{where} "
+            f"SELECT rowid, {TRIAL_COLUMNS} FROM trial_log WHERE rowid > ?{where} "
             "ORDER BY rowid",
             (self._last_rowid, *arguments),
         ).fetchall()
@@ -290,8 +237,8 @@ class SqliteStore(TrialAsBatch):
             self._last_batch_rowid = logged[-1][0]
         batches: dict[str, TrialBatch] = {}
         # A run configured after the open is left out: reopen to see it.
-        _replay_rows(batches, (row[1:] for row in rows), self._configured)
-        _replay_batches(batches, (row[1:] for row in logged), self._configured)
+        replay_rows(batches, (row[1:] for row in rows), self._configured)
+        replay_batches(batches, (row[1:] for row in logged), self._configured)
         for trials in batches.values():
             self._local.classify(trials)
         for name, trials_total, duplicates, corrections, rejected in self._db.execute(
@@ -381,34 +328,9 @@ class SqliteStore(TrialAsBatch):
         try:
             self._db.close()
         finally:
-            self._unlock()
+            self._lock.release()
 
     # -- internals -----------------------------------------------------------
-
-    def _create_or_migrate(self) -> None:
-        db = self._db
-        (version,) = db.execute("PRAGMA user_version").fetchone()
-        if version > SCHEMA_VERSION:
-            raise StoreError(
-                f"state file {self._path} has schema version {version}; this "
-                f"scorio-monitor reads up to {SCHEMA_VERSION}"
-            )
-        old_trials = db.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'trials'"
-        ).fetchone()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            # One transaction (executescript would commit on its own).
-            for statement in _statements(_SCHEMA):
-                db.execute(statement)
-            if old_trials is not None:
-                for statement in _statements(_MIGRATE_FROM_1):
-                    db.execute(statement)
-            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
 
     def _write(self, work: Callable[[sqlite3.Connection], object]) -> None:
         try:
@@ -449,16 +371,16 @@ class SqliteStore(TrialAsBatch):
         self._log = log
         rowid_column = "rowid" if log == "trial_log" else "0"  # v1: WITHOUT ROWID
         rows = db.execute(
-            f"SELECT {rowid_column}, {_TRIAL_COLUMNS} FROM {log}{where}{order}",
+            f"SELECT {rowid_column}, {TRIAL_COLUMNS} FROM {log}{where}{order}",
             arguments,
         )
-        _replay_rows(batches, self._after_rowids(rows, "_last_rowid"), None)
+        replay_rows(batches, self._after_rowids(rows, "_last_rowid"), None)
         if self._has_batches():
             logged = db.execute(
                 f"SELECT rowid, run, trials FROM trial_batches{where} ORDER BY rowid",
                 arguments,
             )
-            _replay_batches(
+            replay_batches(
                 batches, self._after_rowids(logged, "_last_batch_rowid"), None
             )
         for trials in batches.values():
@@ -501,112 +423,3 @@ class SqliteStore(TrialAsBatch):
             "AND name = 'trial_batches'"
         ).fetchone()
         return found is not None
-
-    def _lock(self) -> None:
-        path = f"{self._path}.lock"
-        while True:
-            handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError as exc:
-                os.close(handle)
-                raise StoreError(
-                    f"state file {self._path} is being written by another process"
-                ) from exc
-            # The holder before us removes the file on close: a lock on a
-            # file no longer at the path guards nothing, so take the new one.
-            try:
-                if os.stat(path).st_ino == os.fstat(handle).st_ino:
-                    break
-            except FileNotFoundError:
-                pass
-            os.close(handle)
-        self._lock_handle = handle
-
-    def _unlock(self) -> None:
-        if self._lock_handle is not None:
-            # Removed while still held, so no one can lock the old file after.
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(f"{self._path}.lock")
-            os.close(self._lock_handle)
-            self._lock_handle = None
-
-
-def _statements(script: str) -> list[str]:
-    return [part.strip() for part in script.split(";") if part.strip()]
-
-
-def _logged(trials: TrialBatch, changed: NDArray[np.bool_]) -> bytes:
-    """A ``trial_batches`` row of the batch's ``changed`` trials."""
-    columns: list[list[Any]] = [
-        trials.model,
-        trials.question,
-        trials.trial,
-        trials.prior,
-        trials.category,
-        trials.tokens,
-        trials.seconds,
-        trials.ts,
-    ]
-    if not changed.all():
-        keep = changed.tolist()
-        columns = [list(itertools.compress(column, keep)) for column in columns]
-    size = len(columns[0])
-    for index in (5, 6, 7):
-        if columns[index].count(None) == size:
-            columns[index] = []
-    return _encode(columns)
-
-
-def _replay_rows(
-    batches: dict[str, TrialBatch],
-    rows: Iterable[tuple[Any, ...]],
-    runs: set[str] | None,
-) -> None:
-    """Add ``trial_log`` rows (without rowid) to each run's batch, in order."""
-    for row in rows:
-        run = row[0]
-        if runs is not None and run not in runs:
-            continue
-        trials = batches.get(run)
-        if trials is None:
-            trials = batches[run] = TrialBatch(run)
-        trials.append(
-            row[1],
-            row[2],
-            row[3],
-            category=row[5],
-            prior=bool(row[4]),
-            tokens=row[6],
-            seconds=row[7],
-            ts=row[8],
-        )
-
-
-def _replay_batches(
-    batches: dict[str, TrialBatch],
-    rows: Iterable[tuple[Any, ...]],
-    runs: set[str] | None,
-) -> None:
-    """Add ``trial_batches`` rows (run, trials) to each run's batch, in order."""
-    for run, body in rows:
-        if runs is not None and run not in runs:
-            continue
-        logged = _decode(body)
-        size = len(logged.category)
-        trials = batches.get(run)
-        if trials is None:
-            trials = batches[run] = TrialBatch(run)
-        trials.model.extend(logged.model)
-        trials.question.extend(logged.question)
-        trials.trial.extend(logged.trial)
-        trials.prior.extend(logged.prior)
-        trials.category.extend(logged.category)
-        nothing = [None] * size
-        trials.tokens.extend(logged.tokens if logged.tokens else nothing)
-        trials.seconds.extend(logged.seconds if logged.seconds else nothing)
-        trials.ts.extend(logged.ts if logged.ts else nothing)
-
-
-def _totals_row(run: str, totals: RunTotals) -> tuple[object, ...]:
-    return (run, totals.trials, totals.duplicates, totals.corrections, totals.rejected)

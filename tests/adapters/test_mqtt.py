@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
+from collections.abc import Sequence
 from pathlib import Path
 
 import aiomqtt
@@ -19,7 +21,9 @@ from monitor import Monitor, RunConfig
 from monitor.config import HttpSettings, MqttSettings
 from monitor.errors import SourceConflictError
 from monitor.http.app import create_app
+from monitor.interfaces import Payload
 from monitor.service.service import Service
+from monitor.stores.records import IngestReport
 from monitor.stores.sqlite import SqliteStore
 from tests.helpers import (
     eventually,
@@ -48,9 +52,55 @@ async def publish(broker: MosquittoBroker, topic: str, payloads: list[bytes]) ->
             await client.publish(topic, payload, qos=1)
 
 
-async def test_the_wrapped_paho_client_still_offers_manual_acknowledgement() -> None:
-    client = aiomqtt.Client("127.0.0.1", 1)
-    assert callable(client._client.manual_ack_set) and callable(client._client.ack)
+class Recorder:
+    """A sink that keeps what it is offered; with ``hold`` it never returns
+    (a worker that dies before committing)."""
+
+    def __init__(self, hold: bool) -> None:
+        self.seen: list[bytes] = []
+        self._hold = hold
+
+    async def ingest_payloads(
+        self, payloads: Sequence[Payload], cursor: tuple[str, str] | None = None
+    ) -> IngestReport:
+        self.seen += [payload.data for payload in payloads]
+        if self._hold:
+            await asyncio.Event().wait()
+        return IngestReport(len(payloads), 0, 0, (), ())
+
+
+async def test_messages_not_committed_are_delivered_again_after_a_crash(
+    mosquitto: MosquittoBroker, prefix: str
+) -> None:
+    config = settings(mosquitto, prefix)
+    payloads = [
+        json.dumps({"model": "a", "question": q, "trial": 0, "correct": True}).encode()
+        for q in range(5)
+    ]
+    crashed = Recorder(hold=True)
+    first = asyncio.create_task(MqttSource(config).run(crashed))
+    await asyncio.sleep(0.3)  # the source subscribes; its session persists
+    await publish(mosquitto, f"{prefix}/r/trials", payloads)
+
+    async def offered() -> bool:
+        return bool(crashed.seen)
+
+    await eventually(offered)
+    first.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await first
+    restarted = Recorder(hold=False)
+    second = asyncio.create_task(MqttSource(config).run(restarted))
+
+    async def all_again() -> bool:
+        return set(restarted.seen) == set(payloads)
+
+    try:
+        await eventually(all_again)
+    finally:
+        second.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await second
 
 
 def test_topics() -> None:

@@ -33,7 +33,8 @@ from adapters.redis.streams import RedisStreamSource
 from monitor import Monitor, RunConfig, StoreError
 from monitor.config import RedisStreamSettings, StoreSettings
 from monitor.service.service import Service
-from monitor.stores.memory import Batch, CountChanges, DeadLetter, PendingEvent
+from monitor.stores.batches import Batch
+from monitor.stores.records import CountChanges, DeadLetter, PendingEvent
 from tests.adapters.test_redis_store import (
     RUNS,
     WEIGHTS,

@@ -32,16 +32,14 @@ from monitor import Monitor, RunConfig, StoreError
 from monitor.interfaces import Payload, Store
 from monitor.schema import Status
 from monitor.service.service import Service
-from monitor.stores.memory import (
-    Batch,
+from monitor.stores.batches import Batch, Previous, TrialBatch
+from monitor.stores.memory import MemoryStore
+from monitor.stores.records import (
     CountChanges,
     DeadLetter,
-    MemoryStore,
     ModelCounts,
     PendingEvent,
-    Previous,
     StoredState,
-    TrialBatch,
 )
 from tests.monitor.streams import messy, stream_of
 from tests.services import RedisServer, redis_server

@@ -16,7 +16,7 @@ from monitor import Monitor, RunConfig
 from monitor.config import RedisStreamSettings
 from monitor.interfaces import Payload
 from monitor.service.service import Service
-from monitor.stores.memory import IngestReport
+from monitor.stores.records import IngestReport
 from tests.helpers import eventually, trial_events, trial_results
 from tests.services import RedisServer
 

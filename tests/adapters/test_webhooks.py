@@ -12,7 +12,7 @@ from adapters.webhooks import Target, WebhookPublisher, alert_text
 from monitor import Monitor, RunConfig
 from monitor.config import ALERT_KINDS
 from monitor.service.service import Service
-from monitor.stores.memory import StoredEvent
+from monitor.stores.records import StoredEvent
 from tests.helpers import eventually, serving
 from tests.services import free_port
 

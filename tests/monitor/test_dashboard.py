@@ -31,7 +31,7 @@ from monitor import Monitor, RunConfig
 from monitor.config import HttpSettings
 from monitor.http.app import create_app
 from monitor.service.service import Service
-from monitor.stores.memory import StoredEvent
+from monitor.stores.records import StoredEvent
 from tests.helpers import eventually, serving
 from tests.services import require_binary
 

@@ -11,7 +11,7 @@ import pytest
 from monitor import Monitor, RunConfig
 from monitor.engine.simulation import draw_results, draw_world
 from monitor.schema import Status
-from monitor.stores.memory import StoredEvent
+from monitor.stores.records import StoredEvent
 from monitor.stores.sqlite import SqliteStore
 from tests.monitor.streams import stream_of
 

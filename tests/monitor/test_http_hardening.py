@@ -25,7 +25,7 @@ from monitor.config import HttpSettings
 from monitor.http.app import create_app
 from monitor.inputs.wire import TrialColumns, Wire
 from monitor.service.service import INGEST_PIECE, SHARED_GROUP, Service
-from monitor.stores.memory import IngestReport
+from monitor.stores.records import IngestReport
 from tests.helpers import serving
 from tests.monitor.test_cli_watch import poll_until
 from tests.services import RedisServer, free_port

@@ -10,8 +10,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from monitor.stores import ledger
+from monitor.stores.batches import TrialBatch
 from monitor.stores.ledger import NEW, _stable_order
-from monitor.stores.memory import LocalCounts, TrialBatch
+from monitor.stores.local import LocalCounts
 
 Row = tuple[str, str, str, bool, int]  # model, question, trial, prior, category
 

@@ -7,8 +7,9 @@ import pytest
 
 from monitor.engine.runs import RunState
 from monitor.schema import RunConfig
+from monitor.stores.batches import TrialBatch
 from monitor.stores.ledger import NEW
-from monitor.stores.memory import CountChanges, ModelCounts, TrialBatch
+from monitor.stores.records import CountChanges, ModelCounts
 
 WEIGHTS = [0.0, 0.5, 1.0]
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from contextlib import closing
 from pathlib import Path
@@ -241,6 +243,21 @@ def test_the_lock_file_is_held_while_open_and_removed_on_close(
     assert not lock.exists()
     SqliteStore(path).close()  # a later writer takes a fresh lock
     assert not lock.exists()
+
+
+def test_monitor_imports_where_there_is_no_fcntl() -> None:
+    """As on Windows: nothing of ``monitor`` imports ``fcntl`` when loaded."""
+    script = (
+        "import sys\n"
+        "sys.modules['fcntl'] = None  # import fcntl now raises ImportError\n"
+        "from monitor import Monitor\n"
+        "import monitor.stores.sqlite\n"
+        "Monitor().close()\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
 
 
 def test_the_log_keeps_a_row_per_call_with_costs_through_a_restart(

@@ -10,7 +10,7 @@ from monitor.interfaces import Payload
 from monitor.schema import Status
 from monitor.service.service import Service
 from monitor.service.subscriptions import Subscription
-from monitor.stores.memory import StoredEvent
+from monitor.stores.records import StoredEvent
 
 
 class Clock:

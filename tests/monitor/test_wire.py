@@ -21,8 +21,8 @@ from monitor.inputs.files import with_implied_run
 from monitor.inputs.parsing import Parsed, Trial, parse_payload
 from monitor.inputs.wire import TrialColumns, Wire, parse_wire
 from monitor.schema import Rejection
-from monitor.stores.ledger import Factors
-from monitor.stores.memory import IngestReport
+from monitor.stores.factors import Factors
+from monitor.stores.records import IngestReport
 from tests.hostile import poison
 from tests.monitor.test_parsing import events as odd_events
 

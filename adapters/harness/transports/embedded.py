@@ -22,7 +22,7 @@ from adapters.harness.transports.base import (
 from monitor.engine.monitor import Monitor
 from monitor.errors import StoreError
 from monitor.schema import NextItem, RunConfig, Status, TrialEvent
-from monitor.stores.memory import IngestReport
+from monitor.stores.records import IngestReport
 
 log = logging.getLogger(__name__)
 Result = TypeVar("Result")
