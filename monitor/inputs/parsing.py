@@ -9,18 +9,22 @@ from __future__ import annotations
 
 import functools
 import json
-import math
-import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final, NamedTuple
 
 import numpy as np
 from pydantic import ValidationError
 
+from monitor.inputs.ids import (
+    _KNOWN_IDS,
+    _LOOSE,
+    finite_float,
+    loose_id,
+    strict_id,
+)
 from monitor.limits import (
     MAX_BATCH_ITEMS,
     MAX_DEPTH,
-    MAX_ID_LENGTH,
     MAX_PARSE_DEPTH,
     MAX_PAYLOAD_BYTES,
     MAX_RAW_KEPT,
@@ -55,16 +59,6 @@ Parsed = Trial | TrialEvent | Rejection
 new_trial: Callable[[tuple[object, ...]], Trial] = functools.partial(
     tuple.__new__, Trial
 )
-
-_CONTROL = re.compile(r"[\x00-\x1f]")
-# Ids seen before and found valid: most inputs repeat a few runs, models,
-# questions and trial numbers, so checking each once pays. Bounded, since
-# trial ids may all differ.
-_KNOWN_IDS: dict[object, str] = {}
-_KNOWN_IDS_LIMIT: Final = 1 << 16
-_LOOSE: Final = (str, int)
-# Whole-number timestamps up to this size convert to float exactly.
-_EXACT_FLOAT_INT: Final = 1 << 53
 
 
 def parse_payload(
@@ -272,66 +266,6 @@ def plain_trial(value: dict[str, object], run: str | None = None) -> Trial | Non
             value,
         )
     )
-
-
-def strict_id(value: object) -> str | None:
-    """A run or model id: a string only."""
-    if type(value) is not str:
-        return None
-    known = _KNOWN_IDS.get(value)
-    return known if known is not None else _new_id(value, value)
-
-
-def loose_id(value: object) -> str | None:
-    """A question or trial id: a string, or an integer read as its digits."""
-    kind = type(value)
-    if kind is str or kind is int:
-        known = _KNOWN_IDS.get(value)
-        if known is not None:
-            return known
-        return _new_id(value, value if kind is str else str(value))  # type: ignore[arg-type]
-    return None
-
-
-def loose_ids(values: Sequence[str | int]) -> list[str] | None:
-    """:func:`loose_id` of each value, or None when one is invalid.
-
-    For values a typed decoder gave as ``str`` or ``int`` (never a bool,
-    which a lookup would take for its integer): known ids are looked up
-    in one pass, the others checked one by one.
-    """
-    texts = list(map(_KNOWN_IDS.get, values))
-    if None in texts:
-        for index, text in enumerate(texts):
-            if text is None:
-                text = loose_id(values[index])
-                if text is None:
-                    return None
-                texts[index] = text
-    return texts  # type: ignore[return-value]
-
-
-def _new_id(key: str | int, text: str) -> str | None:
-    if not 1 <= len(text) <= MAX_ID_LENGTH or _CONTROL.search(text):
-        return None
-    if not text.isascii():
-        try:
-            text.encode()
-        except UnicodeEncodeError:  # a lone surrogate: not a valid string
-            return None
-    if len(_KNOWN_IDS) >= _KNOWN_IDS_LIMIT:
-        _KNOWN_IDS.clear()
-    _KNOWN_IDS[key] = text
-    return text
-
-
-def finite_float(value: object) -> float | None:
-    """A float from a float or a modest integer (not a bool), if finite."""
-    if type(value) is float:
-        return value if math.isfinite(value) else None
-    if type(value) is int and -_EXACT_FLOAT_INT <= value <= _EXACT_FLOAT_INT:
-        return float(value)
-    return None
 
 
 def _too_deep(value: object) -> bool:
