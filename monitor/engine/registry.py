@@ -34,7 +34,7 @@ class Registry:
         self._max_undeclared_runs = max_undeclared_runs
         self._runs: dict[str, RunState] = {}
 
-    def __contains__(self, run: str) -> bool:
+    def __contains__(self, run: object) -> bool:
         return run in self._runs
 
     def __iter__(self) -> Iterator[str]:
