@@ -1,7 +1,10 @@
 """Ingestion: raw and parsed trials checked, persisted, then counted.
 
-One call path for every input (mappings, raw JSON payloads, parsed items,
-columns): each trial is checked against its run's declaration, classified and
+One call path for every input: mappings and raw JSON payloads are decoded by
+the one decoder (:mod:`monitor.inputs.decode`) into trials or columns, which
+:meth:`Ingestion.ingest_parsed` counts; columns given as arrays
+(:meth:`Ingestion.ingest_columns`) are checked by column and join at the
+commit. Each trial is checked against its run's declaration, classified and
 persisted by the store in one atomic step (with a source's cursor, if any),
 and only then counted in the run's tables. Refused inputs are dead-lettered,
 never counted. The end of a call marks the runs it touched for a look and
@@ -21,8 +24,14 @@ from monitor.engine.looks import Looks
 from monitor.engine.registry import Registry
 from monitor.engine.runs import Refusal, RunState
 from monitor.errors import UnknownRunError
-from monitor.inputs.parsing import Parsed, Trial, parse_object, plain_trial
-from monitor.inputs.wire import TrialColumns, Wire, parse_wire
+from monitor.inputs.columns import Parsed, Trial, TrialColumns
+from monitor.inputs.decode import (
+    Decoded,
+    decode_object,
+    decode_objects,
+    decode_payload,
+    event_of,
+)
 from monitor.interfaces import Store
 from monitor.limits import COLUMN_CHUNK_TRIALS
 from monitor.schema import Rejection, TrialEvent
@@ -68,22 +77,28 @@ class Ingestion:
         self, events: EventInput | Iterable[EventInput], *, source: str = "python"
     ) -> IngestReport:
         """Count trial events (one mapping or an iterable of them)."""
-        if type(events) is list and len(events) == 1 and type(events[0]) is dict:
+        if (
+            type(events) is list
+            and len(events) == 1
+            and isinstance(events[0], Mapping | TrialEvent)
+        ):
             # A list of one is one event, located at index 0 either way.
             events = events[0]
-        if type(events) is dict:
-            # The common case first, without the wrapper's checks.
-            trial = plain_trial(events)
-            return self._ingest_one(
-                trial if trial is not None else parse_object(events, source, 0), source
-            )
         if isinstance(events, Mapping | TrialEvent):
-            return self._ingest_one(parse_object(events, source, 0), source)
-        items: Iterable[EventInput] = events
-        # Parsed one by one as the loop consumes them: a parsed event is
+            return self._ingest_one(decode_object(events, source, 0), source)
+        if isinstance(events, list | tuple):
+            decoded = decode_objects(events, source)
+            whole = len(decoded) == 1 and type(decoded[0]) is TrialColumns
+            return self.ingest_parsed(
+                decoded,
+                source=source,
+                positions=(None,) if whole else itertools.count(),
+            )
+        # Decoded one by one as the loop consumes them: a decoded event is
         # garbage once counted, which spares the collector.
         parsed = (
-            parse_object(item, source, position) for position, item in enumerate(items)
+            decode_object(item, source, position)
+            for position, item in enumerate(events)
         )
         return self.ingest_parsed(parsed, source=source, positions=itertools.count())
 
@@ -151,7 +166,7 @@ class Ingestion:
         cursor: tuple[str, str] | None = None,
     ) -> IngestReport:
         """Count one raw JSON payload: an event object or an array (a batch)."""
-        parsed = parse_wire(payload, source, position)
+        parsed = decode_payload(payload, source, position)
         if len(parsed) == 1 and type(parsed[0]) is Trial and cursor is None:
             where = 0 if position is None else position
             return self._ingest_one(parsed[0], source, where)
@@ -166,7 +181,7 @@ class Ingestion:
 
     def ingest_parsed(
         self,
-        items: Iterable[Wire],
+        items: Iterable[Decoded],
         *,
         source: str | Iterable[str] = "",
         positions: Iterable[int | None] | None = None,
@@ -242,9 +257,7 @@ class Ingestion:
                     batch.append(*item[1:9])
                     continue
                 # Refused: the full event words the rejection.
-                parsed: Parsed = TrialEvent.model_validate(
-                    {**item.raw, "run": item.run}
-                )
+                parsed: Parsed = event_of(item)
             else:
                 parsed = item
             if isinstance(parsed, Rejection):
@@ -469,13 +482,13 @@ class Ingestion:
 
 
 def _units(
-    items: Iterable[tuple[Wire, int | None, str]],
+    items: Iterable[tuple[Decoded, int | None, str]],
     take: Callable[[TrialColumns], bool],
 ) -> Iterator[tuple[Parsed, int | None, str]]:
     """The items one trial at a time, but for columns ``take`` counted whole.
 
-    Columns the run does not take whole are parsed again the slow way, so
-    each refused trial is worded (and located) as it always was.
+    Columns the run does not take whole are decoded again event by event,
+    so each refused trial is worded (and located) as it always was.
     """
     for item, position, origin in items:
         if type(item) is not TrialColumns:

@@ -28,7 +28,7 @@ from monitor.engine.planning import Planner
 from monitor.engine.registry import Registry
 from monitor.engine.reservations import Key
 from monitor.engine.status import Statuses
-from monitor.inputs.wire import Wire
+from monitor.inputs.decode import Decoded as Wire
 from monitor.interfaces import Store
 from monitor.limits import DEFAULT_LEASE_S, MAX_UNDECLARED_RUNS
 from monitor.schema import NextItem, RunConfig, Status

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from monitor.engine.runs import RunState
 from monitor.errors import ConfigError, UnknownRunError
-from monitor.inputs.parsing import describe_validation_error
+from monitor.inputs.reasons import describe_validation_error
 from monitor.interfaces import Store
 from monitor.schema import RunConfig
 from monitor.stores.memory import ModelCounts, StoredState

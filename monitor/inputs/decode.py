@@ -220,6 +220,13 @@ def _objects(values: Sequence[object], source: str, run: str | None) -> list[Par
     ]
 
 
+def event_of(trial: Trial) -> TrialEvent:
+    """The event a decoded trial came as (ids as text), e.g. to word its
+    refusal or to send it on."""
+    values = {**trial.raw, "run": trial.run}
+    return msgspec.convert(values, TrialEvent, strict=True).with_text_ids()
+
+
 def checked(
     event: TrialEvent,
     channel: str | None,

@@ -63,7 +63,7 @@ def describe_decode_error(error: msgspec.ValidationError, value: object = None) 
     if match is None:
         return str(error)
     problem, path = match["problem"], match["path"] or "$"
-    parts = [key for key, index in _PATH_PART.findall(path) if key or index]
+    parts = [key or index for key, index in _PATH_PART.findall(path)]
     names = [part for part in parts if not part.isdigit() and part != "..."]
     where = ".".join(names)
     field = _FIELD.match(problem)
@@ -81,7 +81,7 @@ def describe_decode_error(error: msgspec.ValidationError, value: object = None) 
     if not where and kind.startswith("object"):
         return f"a trial event must be a JSON object; got {_python_name(got)}"
     if match["key"]:
-        return f"{where}: {got or 'a key'} is not a valid name ({_constraint(kind, expected['rest'])})"
+        return f"{where}: a key should be {_constraint(kind, expected['rest'])}"
     if names[-1:] == ["ts"] and not expected["rest"]:
         return _line(where, f"Input should be {TS_EXPECTED}", path, value)
     if got is not None:

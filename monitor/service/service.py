@@ -30,8 +30,9 @@ from typing import TypeVar
 
 from monitor.engine.monitor import Monitor
 from monitor.errors import SourceConflictError
+from monitor.inputs.columns import TrialColumns
+from monitor.inputs.decode import Decoded, decode_payload
 from monitor.inputs.files import with_implied_run
-from monitor.inputs.wire import TrialColumns, Wire, parse_wire
 from monitor.interfaces import Payload, Publisher, TrialSource
 from monitor.limits import DEFAULT_LEASE_S
 from monitor.schema import NextItem, Rejection, RunConfig, Status
@@ -504,16 +505,16 @@ class Service:
 
 def _parse_all(
     payloads: list[Payload], split: bool = False
-) -> tuple[list[Wire], list[str], list[int | None]]:
+) -> tuple[list[Decoded], list[str], list[int | None]]:
     """Every payload's items, with the source and position of each.
 
     With ``split``, a payload's columns come in pieces of ``INGEST_PIECE``.
     """
-    parsed: list[Wire] = []
+    parsed: list[Decoded] = []
     sources: list[str] = []
     positions: list[int | None] = []
     for payload in payloads:
-        items: list[Wire]
+        items: list[Decoded]
         if payload.oversize:
             items = [
                 Rejection(
@@ -526,7 +527,7 @@ def _parse_all(
                 )
             ]
         else:
-            items = parse_wire(
+            items = decode_payload(
                 payload.data, payload.source, payload.position, run=payload.run
             )
             if split and type(items[0]) is TrialColumns:
@@ -540,7 +541,7 @@ def _parse_all(
     return parsed, sources, positions
 
 
-def _pieces(parsed: list[Wire]) -> list[tuple[int, int]]:
+def _pieces(parsed: list[Decoded]) -> list[tuple[int, int]]:
     """(start, stop) of pieces of at most ``INGEST_PIECE`` trials each."""
     pieces = []
     start = weight = 0
