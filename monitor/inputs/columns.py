@@ -33,7 +33,8 @@ from monitor.stores.ledger import Factors
 class Trial(NamedTuple):
     """A plain trial event found valid, as the engine counts it.
 
-    ``raw`` is the event as given (a mapping), kept to word a refusal.
+    ``raw`` is the event as given (a mapping, or the struct JSON was decoded
+    into), kept to word a refusal.
     """
 
     run: str
@@ -47,7 +48,7 @@ class Trial(NamedTuple):
     ts: float | None
     # True when the outcome came as ``correct`` only (binary runs only).
     from_correct: bool
-    raw: Mapping[str, object]
+    raw: Mapping[str, object] | TrialEvent
 
 
 # What the decoder gives for one event: a plain trial, an event the run's

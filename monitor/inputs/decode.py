@@ -59,7 +59,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
 import msgspec
@@ -223,8 +223,12 @@ def _objects(values: Sequence[object], source: str, run: str | None) -> list[Par
 def event_of(trial: Trial) -> TrialEvent:
     """The event a decoded trial came as (ids as text), e.g. to word its
     refusal or to send it on."""
-    values = {**trial.raw, "run": trial.run}
-    return msgspec.convert(values, TrialEvent, strict=True).with_text_ids()
+    raw = trial.raw
+    if isinstance(raw, TrialEvent):
+        event = msgspec.structs.replace(raw, run=trial.run)
+    else:
+        event = msgspec.convert({**raw, "run": trial.run}, TrialEvent, strict=True)
+    return event.with_text_ids()
 
 
 def checked(
@@ -282,7 +286,7 @@ def checked(
             None if cost is None else cost.seconds,
             None if ts is None or type(ts) is str else ts,
             category is None,
-            raw if isinstance(raw, Mapping) else _Raw(event, run),
+            raw if isinstance(raw, Mapping) else event,
         )
     )
 
@@ -462,40 +466,6 @@ def _array_columns(
     if 2 <= len(events) <= max_items:
         return plain_columns(EVENT, events, None, channel, reread, source, position)
     return None
-
-
-class _Raw(Mapping[str, object]):
-    """A decoded event as the mapping a refusal is worded from.
-
-    Built only when asked for: most trials are counted, not refused.
-    """
-
-    __slots__ = ("_event", "_run", "_values")
-
-    def __init__(self, event: TrialEvent, run: str) -> None:
-        self._event = event
-        self._run = run
-        self._values: dict[str, object] | None = None
-
-    def _mapping(self) -> dict[str, object]:
-        if self._values is None:
-            values = {
-                key: value
-                for key, value in msgspec.to_builtins(self._event).items()
-                if value is not None
-            }
-            values["run"] = self._run
-            self._values = values
-        return self._values
-
-    def __getitem__(self, key: str) -> object:
-        return self._mapping()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._mapping())
-
-    def __len__(self) -> int:
-        return len(self._mapping())
 
 
 def _finite(seconds: float | None) -> bool:

@@ -5,7 +5,8 @@ trial event's mapping for each trial (decoded by :mod:`monitor.inputs.decode`),
 or a :class:`Rejection` for an input they could not read (with its file and
 line). :func:`ingest_batches` counts them batch by batch; :func:`ingest_matrix`
 feeds a ``models x questions x trials`` tensor through the engine's columnar
-path. :class:`CategoryMap` turns a harness's outcome values (``"C"``/``"I"``, or fractions such as
+path. :class:`CategoryMap` turns a harness's outcome values (``"C"``/``"I"``, or
+fractions such as
 ``0.25``) into categories, the same way for every reader.
 """
 
