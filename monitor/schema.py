@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Final, Literal, Self, get_args
+from typing import TYPE_CHECKING, Annotated, Final, Literal, Self, get_args
 from urllib.parse import urlsplit
 
 import msgspec
@@ -72,6 +72,13 @@ class Cost(
 # No control characters either: checked once per distinct id by the decoder
 # (a pattern here costs a regex match per string, most of a decode's time).
 TrialId = Annotated[str, Meta(min_length=1, max_length=MAX_ID_LENGTH)]
+if TYPE_CHECKING:
+    # Events handed out (by the decoder, model_validate) carry question and
+    # trial ids as text; only a struct inside the decoder, just decoded,
+    # may hold an integer there (see TrialEvent.with_text_ids).
+    LooseId = str
+else:
+    LooseId = TrialId | int
 SignalKey = Annotated[str, Meta(max_length=64, pattern="^[a-z][a-z0-9_]*$")]
 Signals = Annotated[
     dict[SignalKey, bool | int | float | str | None], Meta(max_length=MAX_SIGNALS)
@@ -98,8 +105,8 @@ class TrialEvent(
 
     run: TrialId = ""
     model: TrialId
-    question: TrialId | int
-    trial: TrialId | int
+    question: LooseId
+    trial: LooseId
     category: Annotated[int, Meta(ge=0)] | None = None
     correct: bool | None = None
     prior: bool = False
@@ -207,7 +214,7 @@ NEEDS_AN_OUTCOME: Final = (
 
 def is_time(ts: float | str) -> bool:
     """Whether ``ts`` is finite Unix seconds or an ISO 8601 time string."""
-    if type(ts) is str:
+    if isinstance(ts, str):
         try:
             datetime.fromisoformat(ts)
         except ValueError:

@@ -280,7 +280,7 @@ def checked(
             model,
             question,
             trial,
-            int(correct) if category is None else category,
+            (1 if correct else 0) if category is None else category,
             event.prior,
             None if cost is None else cost.tokens,
             None if cost is None else cost.seconds,

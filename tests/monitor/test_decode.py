@@ -281,11 +281,11 @@ def test_invalid_utf8_refuses_its_event_and_never_raises() -> None:
     assert (report.accepted, len(report.rejected)) == (1, 1)
     # From Python: a lone surrogate, or bytes where text belongs.
     for model in ("m\ud800", b"m\xff"):
-        refused = decode_object({**EVENT, "model": model})
-        assert isinstance(refused, Rejection) and refused.kind == "invalid_event"
+        item = decode_object({**EVENT, "model": model})
+        assert isinstance(item, Rejection) and item.kind == "invalid_event"
     escaped = good.replace(b'"m"', b'"\\ud800"')
-    (refused,) = decode_payload(escaped)
-    assert isinstance(refused, Rejection) and refused.kind == "invalid_json"
+    (decoded,) = decode_payload(escaped)
+    assert isinstance(decoded, Rejection) and decoded.kind == "invalid_json"
 
 
 def test_lists_of_dicts_decode_to_columns_in_one_call() -> None:
@@ -302,12 +302,12 @@ def test_lists_of_dicts_decode_to_columns_in_one_call() -> None:
 
 
 def test_trial_events_from_python_are_checked_as_dicts_are() -> None:
-    event = TrialEvent(run="r", model="m", question=1, trial=0, category=-1)
+    event = TrialEvent(run="r", model="m", question="1", trial="0", category=-1)
     refused = decode_object(event)
     assert isinstance(refused, Rejection)
     assert refused.reason.startswith("category: Input should be greater than")
     good = decode_object(
-        TrialEvent(run="r", model="m", question=1, trial=0, correct=True)
+        TrialEvent(run="r", model="m", question="1", trial="0", correct=True)
     )
     assert isinstance(good, Trial) and good.question == "1"
     assert TrialEvent.model_validate(EVENT).question == "1"
