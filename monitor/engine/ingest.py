@@ -84,7 +84,7 @@ class Ingestion:
         ):
             # A list of one is one event, located at index 0 either way.
             events = events[0]
-        if isinstance(events, Mapping | TrialEvent):
+        if type(events) is dict or isinstance(events, Mapping | TrialEvent):
             return self._ingest_one(decode_object(events, source, 0), source)
         if isinstance(events, list | tuple):
             decoded = decode_objects(events, source)

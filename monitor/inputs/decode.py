@@ -76,7 +76,7 @@ from monitor.inputs.columns import (
     new_trial,
     plain_columns,
 )
-from monitor.inputs.ids import loose_id, strict_id
+from monitor.inputs.ids import KNOWN_IDS, loose_id, strict_id
 from monitor.inputs.reasons import (
     NESTED_TOO_DEEPLY,
     TOO_DEEP_EVENT,
@@ -251,10 +251,12 @@ def checked(
             return _mismatch(named, channel, raw, source, position)
     elif not named:
         return reject("run: missing field", "invalid_event", raw, source, position)
-    run = strict_id(named)
-    model = strict_id(event.model)
-    question = loose_id(event.question)
-    trial = loose_id(event.trial)
+    # Known ids first, inline: this is the per-trial hot path.
+    known = KNOWN_IDS.get
+    run = known(named) or strict_id(named)
+    model = known(event.model) or strict_id(event.model)
+    question = known(event.question) or loose_id(event.question)
+    trial = known(event.trial) or loose_id(event.trial)
     category, correct, ts, cost = event.category, event.correct, event.ts, event.cost
     if (
         run is None
@@ -286,7 +288,7 @@ def checked(
             None if cost is None else cost.seconds,
             None if ts is None or type(ts) is str else ts,
             category is None,
-            raw if isinstance(raw, Mapping) else event,
+            raw if type(raw) is dict else event,
         )
     )
 
@@ -302,9 +304,9 @@ def _events(
     if len(data) > max_bytes:
         reason = f"payload of {len(data)} bytes exceeds the limit of {max_bytes}"
         return [reject(reason, "too_large", data, source, position)]
-    if opens_too_deep(data):
-        return [reject(NESTED_TOO_DEEPLY, "invalid_json", data, source, position)]
-    if _opens_array(data):
+    if data[:1] != b"{" and _opens_array(data):
+        if opens_too_deep(data):
+            return [reject(NESTED_TOO_DEEPLY, "invalid_json", data, source, position)]
         try:
             elements = _ELEMENTS.decode(data)
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:
@@ -333,6 +335,7 @@ _ARRAY_START: Final = re.compile(rb"\s*\[")
 
 
 def _opens_array(data: bytes) -> bool:
+    """Whether ``data`` is (or starts as) a JSON array, past any whitespace."""
     return data[:1] == b"[" or _ARRAY_START.match(data) is not None
 
 
@@ -341,16 +344,20 @@ def _event(
 ) -> Parsed:
     try:
         event = _EVENT.decode(data)
-    except msgspec.ValidationError as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        # The typed decode stops at the first field it refuses, long before
+        # any depth; reading the rest (to word the refusal) may not.
+        if opens_too_deep(data):
+            return reject(NESTED_TOO_DEEPLY, "invalid_json", data, source, position)
+        if not isinstance(exc, msgspec.ValidationError):
+            reason = f"invalid JSON: {json_reason(exc)}"
+            return reject(reason, "invalid_json", data, source, position)
         try:
             value = _ANY.decode(data)
         except (msgspec.DecodeError, UnicodeDecodeError) as error:
             reason = f"invalid JSON: {json_reason(error)}"
             return reject(reason, "invalid_json", data, source, position)
         return _refused(value, exc, data, source, position, channel)
-    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-        reason = f"invalid JSON: {json_reason(exc)}"
-        return reject(reason, "invalid_json", data, source, position)
     return checked(event, channel, data, source, position)
 
 

@@ -22,8 +22,8 @@ _CONTROL = re.compile(r"[\x00-\x1f]")
 # Ids seen before and found valid: most inputs repeat a few runs, models,
 # questions and trial numbers, so checking each once pays. Bounded, since
 # trial ids may all differ.
-_KNOWN_IDS: dict[object, str] = {}
-_KNOWN_IDS_LIMIT: Final = 1 << 16
+KNOWN_IDS: dict[object, str] = {}
+KNOWN_IDS_LIMIT: Final = 1 << 16
 _LOOSE: Final = (str, int)
 # Whole-number timestamps up to this size convert to float exactly.
 _EXACT_FLOAT_INT: Final = 1 << 53
@@ -33,7 +33,7 @@ def strict_id(value: object) -> str | None:
     """A run or model id: a string only."""
     if type(value) is not str:
         return None
-    known = _KNOWN_IDS.get(value)
+    known = KNOWN_IDS.get(value)
     return known if known is not None else _new_id(value, value)
 
 
@@ -41,7 +41,7 @@ def loose_id(value: object) -> str | None:
     """A question or trial id: a string, or an integer read as its digits."""
     kind = type(value)
     if kind is str or kind is int:
-        known = _KNOWN_IDS.get(value)
+        known = KNOWN_IDS.get(value)
         if known is not None:
             return known
         return _new_id(value, value if kind is str else str(value))  # type: ignore[arg-type]
@@ -55,7 +55,7 @@ def loose_ids(values: Sequence[str | int]) -> list[str] | None:
     which a lookup would take for its integer): known ids are looked up
     in one pass, the others checked one by one.
     """
-    texts = list(map(_KNOWN_IDS.get, values))
+    texts = list(map(KNOWN_IDS.get, values))
     if None in texts:
         for index, text in enumerate(texts):
             if text is None:
@@ -74,9 +74,9 @@ def _new_id(key: str | int, text: str) -> str | None:
             text.encode()
         except UnicodeEncodeError:  # a lone surrogate: not a valid string
             return None
-    if len(_KNOWN_IDS) >= _KNOWN_IDS_LIMIT:
-        _KNOWN_IDS.clear()
-    _KNOWN_IDS[key] = text
+    if len(KNOWN_IDS) >= KNOWN_IDS_LIMIT:
+        KNOWN_IDS.clear()
+    KNOWN_IDS[key] = text
     return text
 
 
