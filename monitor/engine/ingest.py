@@ -14,12 +14,13 @@ looks when one is due.
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from monitor.engine.arrays import dead_letter as _dead_letter
+from monitor.engine.arrays import ingest_arrays
 from monitor.engine.looks import Looks
 from monitor.engine.registry import Registry
 from monitor.engine.runs import Refusal, RunState
@@ -33,15 +34,13 @@ from monitor.inputs.decode import (
     event_of,
 )
 from monitor.interfaces import Store
-from monitor.limits import COLUMN_CHUNK_TRIALS
 from monitor.schema import Rejection, TrialEvent
-from monitor.stores.ledger import NEW, Factors
+from monitor.stores.ledger import NEW
 from monitor.stores.memory import (
     Batch,
     DeadLetter,
     IngestReport,
     TrialBatch,
-    combined_reports,
 )
 
 EventInput = Mapping[str, object] | TrialEvent
@@ -318,115 +317,14 @@ class Ingestion:
         *,
         prior: ArrayLike | None = None,
     ) -> IngestReport:
-        """Count a batch of one run given as columns: the fast bulk path.
-
-        Validation is by column (types, category range, declared models and
-        questions); a bad column rejects the whole call with ``ValueError``,
-        a bad row is dead-lettered like any other rejected input. Integer
-        question and trial ids given as NumPy arrays (results files) are
-        the fastest: their distinct values are found in C.
-
-        Columns longer than ``COLUMN_CHUNK_TRIALS`` are counted (and
-        committed) chunk by chunk, to bound memory: should the store fail
-        part way, the chunks before stay counted, and sending the call
-        again counts them as duplicates, not twice.
-        """
+        """Count a batch of one run given as columns (see
+        :func:`monitor.engine.arrays.ingest_arrays`)."""
         state = self._registry.for_event(run)
         if state is None:
             raise UnknownRunError(run)
-        size = len(model)
-        categories = np.asarray(category)
-        if (
-            not (len(question) == len(trial) == categories.shape[0] == size)
-            or categories.ndim != 1
-        ):
-            raise ValueError(
-                "model, question, trial and category must be columns of one length"
-            )
-        if size and not np.issubdtype(categories.dtype, np.integer):
-            raise ValueError(
-                f"category must hold integers; got dtype {categories.dtype}"
-            )
-        priors = (
-            np.zeros(size, dtype=bool)
-            if prior is None
-            else np.asarray(prior, dtype=bool).reshape(size)
+        return ingest_arrays(
+            state, self._commit, self._clock, model, question, trial, category, prior
         )
-        reports = [
-            self._ingest_column_chunk(
-                state,
-                model[first : first + COLUMN_CHUNK_TRIALS],
-                question[first : first + COLUMN_CHUNK_TRIALS],
-                trial[first : first + COLUMN_CHUNK_TRIALS],
-                categories[first : first + COLUMN_CHUNK_TRIALS],
-                priors[first : first + COLUMN_CHUNK_TRIALS],
-                first,
-                is_last=first + COLUMN_CHUNK_TRIALS >= size,
-            )
-            for first in range(0, max(size, 1), COLUMN_CHUNK_TRIALS)
-        ]
-        return combined_reports(reports)
-
-    def _ingest_column_chunk(
-        self,
-        state: RunState,
-        model: Sequence[str],
-        question: Sequence[str | int] | NDArray[np.integer],
-        trial: Sequence[str | int] | NDArray[np.integer],
-        categories: NDArray[np.integer],
-        priors: NDArray[np.bool_],
-        offset: int,
-        is_last: bool,
-    ) -> IngestReport:
-        """:meth:`ingest_columns` of checked columns; ``offset``: of the call.
-
-        The look at the run (when one is due) waits for the call's last
-        chunk, as it would for the call in one piece.
-        """
-        run = state.config.run
-        size = len(model)
-        questions, question_factors = _id_column(question)
-        trials, trial_factors = _id_column(trial)
-        category_array = categories.astype(np.int64)
-        batch = TrialBatch(
-            run,
-            model=list(map(str, model)),
-            question=questions,
-            trial=trials,
-            category=category_array.tolist(),
-            prior=priors.tolist(),
-            tokens=[None] * size,
-            seconds=[None] * size,
-            ts=[None] * size,
-        )
-        batch.preset(
-            category_array,
-            {
-                name: factors
-                for name, factors in (
-                    ("question", question_factors),
-                    ("trial", trial_factors),
-                )
-                if factors is not None
-            },
-        )
-        now = self._clock()
-        bad = state.column_problems(batch)
-        rejections = [
-            Rejection(
-                reason=reason,
-                kind=kind,
-                source="columns",
-                position=offset + index,
-                raw=_row_text(batch, index),
-                run=run,
-            )
-            for index, (kind, reason) in bad
-        ]
-        letters = [_dead_letter(rejection, run, now) for rejection in rejections]
-        if bad:
-            batch = batch.without({index for index, _ in bad})
-        return self._commit([batch], letters, rejections, None, now, look=is_last)
 
     def _commit(
         self,
@@ -506,31 +404,6 @@ def _batch_of(batches: dict[str, TrialBatch], run: str) -> TrialBatch:
     return batch
 
 
-def _id_column(
-    values: Sequence[str | int] | NDArray[np.integer],
-) -> tuple[list[str], Factors | None]:
-    """Ids as text, and their factors when NumPy can find them cheaply."""
-    if isinstance(values, np.ndarray) and np.issubdtype(values.dtype, np.integer):
-        distinct, codes = np.unique(values.reshape(-1), return_inverse=True)
-        texts = [str(value) for value in distinct.tolist()]
-        column: list[str] = np.array(texts, dtype=object)[codes].tolist()
-        return column, Factors(texts, codes.astype(np.int64))
-    return list(map(str, values)), None
-
-
-def _row_text(batch: TrialBatch, index: int) -> str:
-    return json.dumps(
-        {
-            "run": batch.run,
-            "model": batch.model[index],
-            "question": batch.question[index],
-            "trial": batch.trial[index],
-            "category": batch.category[index],
-            "prior": batch.prior[index],
-        }
-    )
-
-
 def _event_rejection(
     event: TrialEvent, refusal: Refusal, source: str, position: int | None
 ) -> Rejection:
@@ -542,15 +415,4 @@ def _event_rejection(
         position=position,
         raw=event.model_dump_json(exclude_none=True),
         run=event.run,
-    )
-
-
-def _dead_letter(rejection: Rejection, run: str | None, now: float) -> DeadLetter:
-    return DeadLetter(
-        source=rejection.source,
-        reason=rejection.reason,
-        raw=rejection.raw,
-        run=run,
-        position=rejection.position,
-        received_s=now,
     )

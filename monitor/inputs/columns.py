@@ -26,8 +26,9 @@ from monitor.inputs.ids import (
     number_column,
     strict_id,
 )
-from monitor.schema import Cost, Rejection, TrialEvent, is_time
+from monitor.schema import Rejection
 from monitor.stores.ledger import Factors
+from monitor.trial_event import Cost, TrialEvent, is_time
 
 
 class Trial(NamedTuple):

@@ -3,12 +3,13 @@
 Every way in (HTTP bodies, MQTT payloads, stream entries, JSON lines, rows of
 results files, dicts from the Python API) comes here, and a bad input gets
 the same reason whichever way it came. The contract is the msgspec struct
-:class:`~monitor.schema.TrialEvent` (a value type every room shares, so it
-lives in ``monitor.schema``): field types and bounds are msgspec
-constraints, checked in C as bytes are decoded (``msgspec.json.Decoder``) or
-objects converted (``msgspec.convert(..., strict=True)``); the rules across
-fields are :meth:`~monitor.schema.TrialEvent.problem`. What passes becomes
-the engine's columns (:mod:`monitor.inputs.columns`); what does not, a
+:class:`~monitor.trial_event.TrialEvent` (a value type every room shares, so
+it lives above the rooms, re-exported by ``monitor.schema``): field types
+and bounds are msgspec constraints, checked in C as bytes are decoded
+(``msgspec.json.Decoder``) or objects converted (``msgspec.convert(...,
+strict=True)``); the rules across fields are
+:meth:`~monitor.trial_event.TrialEvent.problem`. What passes becomes the
+engine's columns (:mod:`monitor.inputs.columns`); what does not, a
 :class:`~monitor.schema.Rejection` worded by :mod:`monitor.inputs.reasons`.
 Nothing here raises on bad input.
 
@@ -87,7 +88,8 @@ from monitor.inputs.reasons import (
     reject,
 )
 from monitor.limits import MAX_BATCH_ITEMS, MAX_PAYLOAD_BYTES
-from monitor.schema import Rejection, TrialEvent, is_time
+from monitor.schema import Rejection
+from monitor.trial_event import TrialEvent, is_time
 
 Decoded = Parsed | TrialColumns
 

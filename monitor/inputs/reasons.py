@@ -22,7 +22,8 @@ import numpy as np
 from pydantic import ValidationError
 
 from monitor.limits import MAX_DEPTH, MAX_PARSE_DEPTH, MAX_RAW_KEPT
-from monitor.schema import TS_EXPECTED, Rejection, RejectionKind
+from monitor.schema import Rejection, RejectionKind
+from monitor.trial_event import TS_EXPECTED
 
 NESTED_TOO_DEEPLY: Final = "invalid JSON: nested too deeply to parse"
 TOO_DEEP_EVENT: Final = f"a trial event nests deeper than {MAX_DEPTH} levels"
