@@ -312,7 +312,7 @@ def _events(
         try:
             elements = _ELEMENTS.decode(data)
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-            reason = f"invalid JSON: {json_reason(exc)}"
+            reason = f"invalid JSON: {json_reason(exc, data)}"
             return [reject(reason, "invalid_json", data, source, position)]
         if not elements:
             reason = "empty batch: expected at least one trial event"
@@ -352,12 +352,12 @@ def _event(
         if opens_too_deep(data):
             return reject(NESTED_TOO_DEEPLY, "invalid_json", data, source, position)
         if not isinstance(exc, msgspec.ValidationError):
-            reason = f"invalid JSON: {json_reason(exc)}"
+            reason = f"invalid JSON: {json_reason(exc, data)}"
             return reject(reason, "invalid_json", data, source, position)
         try:
             value = _ANY.decode(data)
         except (msgspec.DecodeError, UnicodeDecodeError) as error:
-            reason = f"invalid JSON: {json_reason(error)}"
+            reason = f"invalid JSON: {json_reason(error, data)}"
             return reject(reason, "invalid_json", data, source, position)
         return _refused(value, exc, data, source, position, channel)
     return checked(event, channel, data, source, position)
