@@ -118,7 +118,9 @@ def _open_url(
     entry = next((entry for entry in found if entry.name == scheme), None)
     if entry is None:
         known = ", ".join(sorted({"memory", "sqlite", *(e.name for e in found)}))
-        raise ConfigError(f"no store for URL scheme {scheme!r}; known: {known}")
+        # No entry point at all: an install older than the entry points.
+        hint = "" if found else " (reinstall scorio-monitor to register the others)"
+        raise ConfigError(f"no store for URL scheme {scheme!r}; known: {known}{hint}")
     try:
         opener = cast(StoreOpener, entry.load())
         return opener(url, options)

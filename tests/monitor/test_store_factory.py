@@ -93,6 +93,11 @@ def test_an_unknown_scheme_names_the_known_ones() -> None:
     )
 
 
+def test_no_entry_points_at_all_suggests_reinstalling() -> None:
+    with pytest.raises(ConfigError, match="reinstall scorio-monitor"):
+        open_store("redis://localhost:6379/0", openers=[])
+
+
 def test_a_missing_extra_says_what_to_install_in_one_line() -> None:
     plugins = [entry("redis", "scorio_monitor_absent_library.opener:open [redis]")]
     with pytest.raises(ConfigError) as caught:
