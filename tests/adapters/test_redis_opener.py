@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tomllib
-from importlib.metadata import EntryPoint
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
 from redis import Redis
@@ -13,7 +13,7 @@ from adapters.redis.store import RedisStore
 from monitor import Monitor
 from monitor.stores import StoreOptions, open_store
 from monitor.stores.factory import ENTRY_POINT_GROUP
-from tests.services import RedisServer
+from tests.services import RedisServer, missing_binary
 
 PYPROJECT = Path(__file__).parents[2] / "pyproject.toml"
 
@@ -51,3 +51,21 @@ def test_a_redis_url_opens_a_redis_store(redis: RedisServer, prefix: str) -> Non
             found = list(client.scan_iter(match=f"{prefix}:*", count=1000))
             if found:
                 client.delete(*found)
+
+
+def test_the_installed_package_opens_redis_urls(
+    redis: RedisServer, prefix: str
+) -> None:
+    """Through the real metadata: what ``pip install`` registered."""
+    installed = {plugin.name for plugin in entry_points(group=ENTRY_POINT_GROUP)}
+    if "redis" not in installed:
+        missing_binary(
+            "the installed scorio-monitor predates its store entry points "
+            "(pip install -e . --no-deps)"
+        )
+    assert installed >= {plugin.name for plugin in declared_entry_points()}
+    store = open_store(redis.url, StoreOptions(prefix=prefix))
+    try:
+        assert isinstance(store, RedisStore)
+    finally:
+        store.close()
