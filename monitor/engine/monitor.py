@@ -32,16 +32,18 @@ from monitor.inputs.decode import Decoded as Wire
 from monitor.interfaces import Store
 from monitor.limits import DEFAULT_LEASE_S, MAX_UNDECLARED_RUNS
 from monitor.schema import NextItem, RunConfig, Status
-from monitor.stores.memory import IngestReport, MemoryStore, StoredEvent
-from monitor.stores.sqlite import SqliteStore
+from monitor.stores.factory import open_store
+from monitor.stores.memory import IngestReport, StoredEvent
 
 
 class Monitor:
     """The engine behind every front end.
 
     Args:
-        state: ``None`` for an in-memory monitor, a path for the embedded
-            SQLite store (created if missing), or any :class:`Store`.
+        state: ``None`` (or ``"memory:"``) for an in-memory monitor, a path
+            (or ``"sqlite:///path"``) for the embedded SQLite store (created
+            if missing), a store URL such as ``redis://host:6379/0``, or any
+            :class:`Store` (see :func:`~monitor.stores.factory.open_store`).
         clock: Seconds since the epoch; injectable for tests.
         look_interval_s: Minimum time between looks triggered by ingestion
             (statuses and plans always look); 0 looks after every call.
@@ -70,12 +72,7 @@ class Monitor:
         shared_refresh_s: float = 0.25,
         max_undeclared_runs: int = MAX_UNDECLARED_RUNS,
     ) -> None:
-        if state is None:
-            self._store: Store = MemoryStore()
-        elif isinstance(state, str | os.PathLike):
-            self._store = SqliteStore(state)
-        else:
-            self._store = state
+        self._store: Store = open_store(state)
         self._clock = clock
         self._registry = Registry(self._store, max_undeclared_runs)
         self._looks = Looks(
