@@ -22,7 +22,7 @@ from typing import Literal, TypeAlias
 import numpy as np
 
 from monitor.engine.scoring import ResultsMatrix
-from monitor.inputs.files import CategoryMap, Item, Located
+from monitor.feeds.files import CategoryMap, Item, Located
 from monitor.schema import Rejection
 
 RowFormat: TypeAlias = Literal["csv", "jsonl"]

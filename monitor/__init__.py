@@ -5,18 +5,23 @@ notebook or a script can ingest trials and read statuses without a service.
 The names load on first use (PEP 562), so ``scorio-monitor --help`` does not
 import the engine and its numerics.
 
-The map, one room a concern (imports flow down this list, never up):
+The map, one room a concern, lowest first (a room imports only rooms above
+it in this list; import-linter's contracts in pyproject.toml hold it):
 
-- ``errors``, ``limits``, ``schema``, ``interfaces``, ``config``: what every
-  room shares (the error types, the bounds, the contract's value types, the
-  Protocols of stores, sources and publishers, and the config files).
+- ``errors``, ``limits``: the one error hierarchy, the shared bounds.
 - ``rubrics/``: per-trial signals to categories (the paper's schemas).
-- ``inputs/``: the one way in: raw input to validated trial columns, and the
-  loops that feed it (files, ``watch``).
-- ``stores/``: where counts live (memory, SQLite) and the exactly-once ledger.
+- ``schema``, ``trial_event``: the contract's value types (the trial event,
+  run configs, statuses, plans, rejections).
+- ``inputs/``: the one way in: raw input (JSON bytes or Python objects)
+  through the one decoder of the trial contract to validated trial columns.
+- ``stores/``: where counts live (memory, SQLite; Redis through the factory's
+  entry points) and the exactly-once ledger.
+- ``config``, ``interfaces``: the config files; the Protocols of stores,
+  sources and publishers.
 - ``decisions/``: what counts mean: order, groups, pairs, events, plans.
 - ``engine/``: :class:`Monitor`, the facade over runs, ingestion, looks,
   statuses and reservations.
+- ``feeds/``: the loops that feed the engine (results files, ``watch``).
 - ``service/``: the asyncio service around the engine.
 - ``http/``: the HTTP API and the dashboard.
 - ``cli/``: the command line, the one composition root that may import

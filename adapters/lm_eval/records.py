@@ -22,8 +22,8 @@ from adapters.lm_eval.rescoring import (
     keeps_several,
     pipelines,
 )
-from monitor.inputs.files import CategoryMap, Item
-from monitor.inputs.parsing import raw_text
+from monitor.feeds.files import CategoryMap, Item
+from monitor.inputs.reasons import raw_text
 from monitor.schema import Rejection
 
 _FIXED_KEYS = frozenset(

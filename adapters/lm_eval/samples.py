@@ -44,7 +44,7 @@ from pathlib import Path
 
 from adapters.lm_eval.records import LmEvalOptions
 from adapters.lm_eval.samples_file import SamplesFile
-from monitor.inputs.files import Item, ItemBatch
+from monitor.feeds.files import Item, ItemBatch
 
 
 class LmEvalSamples:

@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 from adapters.lm_eval.records import FileContext, LmEvalOptions, RecordReader
 from adapters.lm_eval.results import name_parts, read_results, results_path
-from monitor.inputs.files import Item
+from monitor.feeds.files import Item
 from monitor.schema import Rejection
 
 

@@ -41,7 +41,7 @@ from monitor.engine.scoring import (
     score_tables,
     tables_from_trials,
 )
-from monitor.inputs.files import (
+from monitor.feeds.files import (
     CategoryMap,
     ItemBatch,
     batched,

@@ -33,8 +33,8 @@ from monitor.config import (
     load_run_configs,
 )
 from monitor.engine.monitor import Monitor
+from monitor.feeds.watch import watch
 from monitor.http.app import create_app
-from monitor.inputs.watch import watch
 from monitor.interfaces import IngestSink, Payload, TrialSource
 from monitor.schema import Status
 from monitor.service.service import Service

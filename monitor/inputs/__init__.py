@@ -1,5 +1,7 @@
-"""The one way in: raw input to validated trial columns, and the loops that feed it.
+"""The one way in: raw input to validated trial columns.
 
-``wire`` and ``parsing`` decode and validate payloads; ``files`` reads
-finished results files; ``watch`` follows a stream of JSON lines.
+``decode`` is the one decoder of the trial contract (JSON bytes and Python
+objects alike), ``columns`` the trials it hands the engine, ``ids`` and
+``factors`` its id checks and id columns, ``reasons`` the one wording of
+every refusal. The loops that feed the engine live in :mod:`monitor.feeds`.
 """

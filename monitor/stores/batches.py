@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.stores.factors import Factors
+from monitor.inputs.factors import Factors
 from monitor.stores.records import DeadLetter
 
 if TYPE_CHECKING:
-    from monitor.inputs.wire import TrialColumns
+    from monitor.inputs.columns import TrialColumns
 
 
 # Previous categories of a batch's trials, as a store's apply returns them:
@@ -32,7 +32,7 @@ Previous = list[int] | NDArray[np.int64]
 class TrialBatch:
     """Validated trials of one run, as columns (one entry per trial).
 
-    A batch made from one payload's :class:`~monitor.inputs.wire.TrialColumns`
+    A batch made from one payload's :class:`~monitor.inputs.columns.TrialColumns`
     keeps them and builds its id and category lists only when they are
     read: the vectorised steps read the factorized ids and the category
     array instead (see :meth:`factors`, :meth:`categories`).

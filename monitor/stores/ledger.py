@@ -36,10 +36,10 @@ from typing import Final
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.stores.factors import NUMBERED_IDS as NUMBERED_IDS
-from monitor.stores.factors import Factors as Factors
-from monitor.stores.factors import NumberedRows as NumberedRows
-from monitor.stores.factors import run_starts
+from monitor.inputs.factors import NUMBERED_IDS as NUMBERED_IDS
+from monitor.inputs.factors import Factors as Factors
+from monitor.inputs.factors import NumberedRows as NumberedRows
+from monitor.inputs.factors import run_starts
 
 NEW: Final = -1
 MAX_COLUMNS: Final = 4096

@@ -24,7 +24,7 @@ from adapters.lm_eval import (
     read_results,
 )
 from monitor import Monitor, Rejection, TrialEvent
-from monitor.inputs.files import CategoryMap, Item, ingest_batches
+from monitor.feeds.files import CategoryMap, Item, ingest_batches
 
 OUTPUT = Path(__file__).resolve().parents[1] / "fixtures" / "lm_eval" / "output"
 FOLDER = OUTPUT / "scorio__fixture-lm"

@@ -19,7 +19,7 @@ from adapters.results_files import (
 )
 from monitor import Monitor, Rejection
 from monitor.engine.scoring import ResultsMatrix
-from monitor.inputs.files import CategoryMap, Located, ingest_matrix
+from monitor.feeds.files import CategoryMap, Located, ingest_matrix
 from tests.helpers import trial_results
 
 INSPECT_LIKE = RowMapping(
