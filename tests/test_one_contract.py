@@ -65,18 +65,21 @@ def python_results() -> list[PathResult]:
 
 
 @pytest.fixture(scope="module")
-def http_result() -> PathResult:
-    return asyncio.run(http_path(CASES))
+def service_results(
+    mosquitto: MosquittoBroker, redis: RedisServer
+) -> dict[str, PathResult]:
+    """HTTP, MQTT and Redis Streams, fed side by side (each its own service)."""
 
+    async def feed_all() -> list[PathResult]:
+        return list(
+            await asyncio.gather(
+                http_path(CASES),
+                mqtt_path(CASES, mosquitto, PREFIX),
+                redis_path(CASES, redis, PREFIX),
+            )
+        )
 
-@pytest.fixture(scope="module")
-def mqtt_result(mosquitto: MosquittoBroker) -> PathResult:
-    return asyncio.run(mqtt_path(CASES, mosquitto, PREFIX))
-
-
-@pytest.fixture(scope="module")
-def redis_result(redis: RedisServer) -> PathResult:
-    return asyncio.run(redis_path(CASES, redis, PREFIX))
+    return {result.name: result for result in asyncio.run(feed_all())}
 
 
 @pytest.fixture(scope="module")
@@ -92,16 +95,18 @@ def test_the_python_api_keeps_the_contract(python_results: list[PathResult]) -> 
         assert_keeps_the_contract(result)
 
 
-def test_http_keeps_the_contract(http_result: PathResult) -> None:
-    assert_keeps_the_contract(http_result)
+def test_http_keeps_the_contract(service_results: dict[str, PathResult]) -> None:
+    assert_keeps_the_contract(service_results["http"])
 
 
-def test_mqtt_keeps_the_contract(mqtt_result: PathResult) -> None:
-    assert_keeps_the_contract(mqtt_result)
+def test_mqtt_keeps_the_contract(service_results: dict[str, PathResult]) -> None:
+    assert_keeps_the_contract(service_results["mqtt"])
 
 
-def test_redis_streams_keep_the_contract(redis_result: PathResult) -> None:
-    assert_keeps_the_contract(redis_result)
+def test_redis_streams_keep_the_contract(
+    service_results: dict[str, PathResult],
+) -> None:
+    assert_keeps_the_contract(service_results["redis"])
 
 
 def test_watch_of_a_file_and_of_stdin_keeps_the_contract(
@@ -113,13 +118,10 @@ def test_watch_of_a_file_and_of_stdin_keeps_the_contract(
 
 def test_every_path_gives_each_case_one_verdict_one_reason_one_kind(
     python_results: list[PathResult],
-    http_result: PathResult,
-    mqtt_result: PathResult,
-    redis_result: PathResult,
+    service_results: dict[str, PathResult],
     watch_results: list[PathResult],
 ) -> None:
-    results = [*python_results, http_result, mqtt_result, redis_result]
-    results += watch_results
+    results = [*python_results, *service_results.values(), *watch_results]
     parted = [case for case in CASES if not agree(case, results)]
     assert not parted, (
         "cases where a path breaks the contract's verdict, or paths part on the "
