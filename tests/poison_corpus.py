@@ -11,7 +11,7 @@ binary run ``bench`` with weights ``[0, 1]``:
   the run's range, or ``correct`` a boolean); optionally ``prior`` (a
   boolean), ``cost`` (``tokens`` a non-negative integer, ``seconds`` a
   non-negative finite number), ``ts`` (a finite number or an ISO 8601
-  string) and ``signals``;
+  date and time) and ``signals`` (flat: a name to a scalar);
 - anything else is refused with one reason, whatever the source: invalid
   UTF-8, lone surrogates, wrong types, unknown (misspelt) fields, values
   nested deeper than ``MAX_DEPTH``, numbers that overflow, empty or
@@ -139,6 +139,8 @@ def _poison_cases() -> list[Case]:
         _poison("typo_catgory", category=DROP, catgory=1),
         _poison("unknown_field", note="x"),
         _poison("ts_word", ts="yesterday"),
+        _poison("ts_not_a_date", ts="2026-13-45T99:00:00Z"),
+        _poison("ts_bool", ts=True),
         # Deep nesting.
         _poison("deep_unknown_field", extra=_nested(NESTING)),
         _poison("deep_cost", cost=_nested(NESTING)),
@@ -193,6 +195,9 @@ def _good_cases(count: int) -> list[Case]:
         {"category": 0, "prior": False},
         {"category": 1, "correct": True},
         {"category": 0, "cost": {"tokens": 0}},
+        {"correct": False, "ts": "2026-11-27T12:00:00.250+02:00"},
+        {"category": 0, "ts": 1764237600},
+        {"category": 1, "signals": {"has_box": True, "output_tokens": 812}},
     ]
     cases = []
     for index in range(count):
