@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -132,14 +133,37 @@ def python_path(
 
 
 def as_dict(monitor: Monitor, case: Case) -> IngestReport | None:
-    """``Monitor.ingest`` of the payload as ``json.loads`` reads it."""
+    """``Monitor.ingest`` of the payload's object, if it is strict JSON.
+
+    What a caller of the Python API holds is a dict; the wire paths read
+    the same dict from the payload only when it is strict JSON (RFC 8259:
+    UTF-8 text without lone surrogates, no NaN or Infinity, numbers within
+    a double). Anything else, or JSON that is not an object, has no dict to
+    send: this path skips it, and the wire paths alone judge it.
+    """
     if case.channel_only or case.bytes_only:
         return None
     try:
-        value = json.loads(case.payload)
-    except (ValueError, RecursionError):  # includes UnicodeDecodeError
+        value = json.loads(
+            case.payload, parse_constant=_not_json, parse_float=_finite_float
+        )
+        json.dumps(value, ensure_ascii=False).encode()  # lone surrogates fail
+    except (ValueError, RecursionError):  # includes the Unicode errors
+        return None
+    if not isinstance(value, dict):
         return None
     return monitor.ingest(value, source="python")
+
+
+def _not_json(text: str) -> object:
+    raise ValueError(f"{text} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text} is out of a double's range")
+    return number
 
 
 def as_bytes(monitor: Monitor, case: Case) -> IngestReport | None:

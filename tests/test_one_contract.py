@@ -6,7 +6,11 @@ mosquitto, Redis Streams through a real redis-server, and ``watch`` of a
 file and of stdin. Each path must count exactly the good events, reject
 every poison one with a dead letter of its own, never crash or stop, and
 give each case the same verdict, reason and kind as every other path that
-carried it. A failure prints the cases where paths part, path by path.
+carried it. A path skips only what it cannot carry: the Python API's dict
+path a payload that is not a strict JSON object (no dict to send) or is
+judged by its size (a dict has none), the
+paths without a channel the run-mismatch case, ``watch`` a payload with a
+raw newline (not one line). A failure prints a table of case by path.
 
 The harness client (:mod:`adapters.harness`) is not a path here: it takes
 typed ``TrialEvent`` values only, so poison never reaches it as input.
