@@ -179,8 +179,8 @@ async def http_path(cases: list[Case]) -> PathResult:
     async with Service(monitor) as service:
         app = create_app(service, HttpSettings())
         async with serving(app) as base, httpx.AsyncClient(base_url=base) as client:
+            new_letters = NewLetters(service)
             for case in cases:
-                before = await _letter_count(service)
                 try:
                     response = await client.post(
                         f"/runs/{RUN}/trials",
@@ -190,10 +190,10 @@ async def http_path(cases: list[Case]) -> PathResult:
                 except httpx.HTTPError as exc:
                     result.outcomes[case.name] = crash(exc)
                     continue
-                letters = await _new_letters(service, before)
+                letters = await new_letters.read()
                 result.outcomes[case.name] = _answered(response, letters)
         result.status = await service.status(RUN)
-        result.letters = await _letter_count(service)
+    result.letters = len(monitor.store.dead_letters(LETTERS))
     return result
 
 
@@ -219,19 +219,21 @@ def _answered(response: httpx.Response, letters: Sequence[DeadLetter]) -> Outcom
     return Outcome("rejected", str(body.get("detail")), "(none)", reasons)
 
 
-async def _letter_count(service: Service) -> int:
-    return len(await _all_letters(service))
+class NewLetters:
+    """The dead letters a service's store kept since the last read."""
 
+    def __init__(self, service: Service) -> None:
+        self._service = service
+        # Read on the caller's thread before the service counts anything.
+        self._seen = len(service.monitor.store.dead_letters(LETTERS))
 
-async def _all_letters(service: Service) -> Sequence[DeadLetter]:
-    letters: Sequence[DeadLetter] = await service.call(
-        lambda: service.monitor.store.dead_letters(LETTERS)
-    )
-    return letters
-
-
-async def _new_letters(service: Service, before: int) -> Sequence[DeadLetter]:
-    return (await _all_letters(service))[before:]
+    async def read(self) -> Sequence[DeadLetter]:
+        store = self._service.monitor.store
+        letters: Sequence[DeadLetter] = await self._service.call(
+            lambda: store.dead_letters(LETTERS)
+        )
+        fresh, self._seen = letters[self._seen :], len(letters)
+        return fresh
 
 
 Send = Callable[[Case], Awaitable[None]]
@@ -257,7 +259,8 @@ async def message_path(name: str, cases: list[Case], session: Session) -> PathRe
             session(number) as (source, send),
             Service(monitor, [source]) as service,
         ):
-            remaining = await _feed(service, send, remaining, result)
+            new_letters = NewLetters(service)
+            remaining = await _feed(service, send, new_letters, remaining, result)
             if not remaining:
                 await asyncio.sleep(0.2)  # a late redelivery would show now
         number += 1
@@ -270,12 +273,15 @@ async def message_path(name: str, cases: list[Case], session: Session) -> PathRe
 
 
 async def _feed(
-    service: Service, send: Send, cases: list[Case], result: PathResult
+    service: Service,
+    send: Send,
+    new_letters: NewLetters,
+    cases: list[Case],
+    result: PathResult,
 ) -> list[Case]:
     """Send the cases in turn; returns those after one the source stuck at."""
     for index, case in enumerate(cases):
         before = _moved(service)
-        letters_before = await _letter_count(service)
         kept = _kept(service)
         await send(case)
         deadline = time.monotonic() + CASE_TIMEOUT_S
@@ -284,7 +290,7 @@ async def _feed(
         if _moved(service) == before:
             result.outcomes[case.name] = Outcome("lost", "no count, no rejection")
             return cases[index + 1 :]
-        letters = tuple(d.reason for d in await _new_letters(service, letters_before))
+        letters = tuple(d.reason for d in await new_letters.read())
         if _moved(service)[1] > before[1]:
             fresh = _fresh(service, kept)
             result.outcomes[case.name] = Outcome(
