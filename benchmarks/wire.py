@@ -12,8 +12,9 @@ stopping rule: a one-off, printed as ``*_setup_s``).
 - arrays from JSON bytes: `ingest_payload(bytes)` of arrays of 1,000 and of
   10,000 events (the bytes made beforehand), in memory and into SQLite (WAL,
   synchronous=FULL: on disk before the call returns); and, for comparison,
-  the same bytes the way every wire source took them before
-  (``*_dict_path``: `json.loads`, `parse_payload`, `ingest_parsed`). Arrays
+  the same arrays as lists of dicts through the Python API
+  (``*_dict_path``: `json.loads`, then `ingest(list)`, which the one
+  decoder converts in one msgspec call). Arrays
   of 2,000 and of 5,000 events in memory only, to show at which array size
   a ratio is crossed.
 
@@ -44,7 +45,6 @@ import scorio.eval
 
 from benchmarks.ingest import configured, events, timed
 from monitor import Monitor
-from monitor.inputs.parsing import parse_payload
 
 
 class Timed(NamedTuple):
@@ -111,8 +111,8 @@ def arrays(
 ) -> Timed:
     """``ingest_payload`` of JSON arrays of ``size`` events.
 
-    ``dict_path``: the path before the wire's (``json.loads``, a dict per
-    event, ``parse_payload`` then ``ingest_parsed``), for comparison.
+    ``dict_path``: the arrays as lists of dicts (``json.loads``, then
+    ``ingest``: the decoder's path for Python objects), for comparison.
     ``configure``: makes the monitor in memory (``state`` then unused).
     """
     bodies = [
@@ -124,10 +124,7 @@ def arrays(
         def ingest_all(part: slice) -> None:
             for body in bodies[part.start // size : part.stop // size]:
                 if dict_path:
-                    parsed = parse_payload(body, "bench")
-                    monitor.ingest_parsed(
-                        parsed, source="bench", positions=range(len(parsed))
-                    )
+                    monitor.ingest(json.loads(body), source="bench")
                 else:
                     monitor.ingest_payload(body, source="bench")
 

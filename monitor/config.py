@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from monitor.errors import ConfigError
-from monitor.inputs.parsing import describe_validation_error
+from monitor.inputs.reasons import describe_validation_error
 from monitor.limits import (
     DEAD_LETTERS_MAX,
     DEAD_LETTERS_MAX_AGE_S,

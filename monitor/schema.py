@@ -3,7 +3,8 @@
 Field names follow DESIGN.md section 4 and are the contract shared by the CLI's
 ``--json``, the HTTP API and MQTT. Question and trial ids may arrive as
 strings or integers; both become strings, so ``3`` and ``"3"`` name the same
-trial.
+trial. The trial event and its cost are msgspec structs
+(:mod:`monitor.trial_event`), re-exported here.
 """
 
 from __future__ import annotations
@@ -17,16 +18,18 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    StrictBool,
-    StrictFloat,
     StrictInt,
     StrictStr,
     field_validator,
     model_validator,
 )
 
-from monitor.limits import MAX_ID_LENGTH, MAX_QUESTION_COUNT, MAX_SIGNALS
+from monitor.limits import MAX_ID_LENGTH, MAX_QUESTION_COUNT
 from monitor.rubrics.schemas import RUBRICS
+from monitor.trial_event import TS_EXPECTED as TS_EXPECTED
+from monitor.trial_event import Cost as Cost
+from monitor.trial_event import TrialEvent as TrialEvent
+from monitor.trial_event import is_time as is_time
 from scorio_core.count_metrics import MetricSpec
 
 
@@ -42,74 +45,11 @@ Identifier = Annotated[
 ]
 LooseIdentifier = Annotated[Identifier, BeforeValidator(_id_text)]
 
-SignalName = Annotated[StrictStr, Field(max_length=64, pattern=r"^[a-z][a-z0-9_]*$")]
-SignalValue = StrictBool | StrictInt | StrictFloat | StrictStr | None
 
 RuleName = Literal["sequential", "paper"]
 TargetName = Literal["ranking", "top_k", "leader", "width"]
 ErrorControl = Literal["ranking", "pair"]
 DecisionKind = Literal["resolved", "unresolvable", "equivalent"]
-
-
-class Cost(BaseModel):
-    """What one trial cost, for cost-aware allocation."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    tokens: Annotated[StrictInt, Field(ge=0)] | None = None
-    seconds: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] | None = None
-
-
-class TrialEvent(BaseModel):
-    """One finished trial: ``(run, model, question, trial)`` and its outcome.
-
-    ``correct`` may stand for ``category`` in binary runs (true is 1);
-    ``signals`` (is_correct, has_box, output_tokens, ...) may stand for it in
-    runs with a ``rubric``, which classifies them at ingestion. A ``prior``
-    outcome counts toward the prior (the paper's R0), not the data.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    run: Identifier
-    model: Identifier
-    question: LooseIdentifier
-    trial: LooseIdentifier
-    category: Annotated[StrictInt, Field(ge=0)] | None = None
-    correct: StrictBool | None = None
-    prior: StrictBool = False
-    cost: Cost | None = None
-    ts: Annotated[float, Field(allow_inf_nan=False)] | StrictStr | None = None
-    signals: (
-        Annotated[dict[SignalName, SignalValue], Field(max_length=MAX_SIGNALS)] | None
-    ) = None
-
-    @model_validator(mode="after")
-    def _one_outcome(self) -> Self:
-        if self.category is None and self.correct is None and self.signals is None:
-            raise ValueError(
-                "needs an outcome: category (an integer), correct (true/false) "
-                "or signals (for a run with a rubric)"
-            )
-        if (
-            self.category is not None
-            and self.correct is not None
-            and self.category != int(self.correct)
-        ):
-            raise ValueError("category and correct disagree")
-        return self
-
-    @property
-    def outcome(self) -> int:
-        """The category, with ``correct`` mapped to 1 (true) or 0 (false).
-
-        Only signals: -1 until the run's rubric classified the event.
-        """
-        if self.category is not None:
-            return self.category
-        if self.correct is None:
-            return -1
-        return int(self.correct)
 
 
 class RunConfig(BaseModel):

@@ -54,7 +54,7 @@ from adapters.lm_eval.rescoring import (
 )
 from adapters.lm_eval.results import name_parts, read_results, results_path
 from monitor.inputs.files import CategoryMap, Item, ItemBatch
-from monitor.inputs.parsing import raw_text
+from monitor.inputs.reasons import raw_text
 from monitor.schema import Rejection
 
 _FIXED_KEYS = frozenset(

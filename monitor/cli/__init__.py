@@ -65,7 +65,7 @@ def _message(error: Exception) -> str:
     # Imported here: pydantic is only needed once something failed.
     from pydantic import ValidationError
 
-    from monitor.inputs.parsing import describe_validation_error
+    from monitor.inputs.reasons import describe_validation_error
 
     if isinstance(error, ValidationError):
         return describe_validation_error(error)

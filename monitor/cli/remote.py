@@ -1,7 +1,8 @@
 """``ingest --url`` and ``watch --url``: files into a running service.
 
-The files are read and parsed here, as for a state file; the trials go to the
-service's HTTP API in batches (``POST /runs/{run}/trials``) through the
+The files are read and decoded here, by the service's own decoder (so a row
+refused here would be refused there, in the same words); the trials go to
+the service's HTTP API in batches (``POST /runs/{run}/trials``) through the
 harness client, which retries what was not acknowledged. Counting stays
 exactly once because the service counts a trial once per (run, model,
 question, trial) however often it arrives: a batch sent again after a lost
@@ -18,18 +19,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from adapters.harness.client import MonitorClient, transport_for
 from adapters.jsonl import Cursor, JsonLines
 from monitor.config import load_run_configs
-from monitor.inputs.files import ItemBatch
-from monitor.inputs.parsing import (
-    Parsed,
-    Trial,
-    describe_validation_error,
-    parse_payload,
-)
+from monitor.inputs.columns import Parsed, Trial
+from monitor.inputs.decode import decode_events, decode_object, event_of
+from monitor.inputs.files import ItemBatch, Located
 from monitor.schema import Rejection, Status, TrialEvent
 
 
@@ -95,16 +90,22 @@ class RemoteSink:
 
 
 def _event(item: object, source: str) -> TrialEvent | Rejection:
-    """A trial event to send, or why the item is none."""
-    if isinstance(item, TrialEvent | Rejection):
+    """A trial event to send, or why the item is none.
+
+    Items are decoded as the service would decode them (one decoder), so
+    a row refused here would be refused there, in the same words.
+    """
+    if isinstance(item, Rejection):
         return item
-    values = {**item.raw, "run": item.run} if isinstance(item, Trial) else item
-    try:
-        return TrialEvent.model_validate(values)
-    except ValidationError as exc:
-        return Rejection(
-            reason=describe_validation_error(exc), source=source, raw=str(values)
-        )
+    if isinstance(item, Located):
+        decoded = decode_object(item.fields, source, item.position)
+    elif isinstance(item, Trial | TrialEvent):
+        decoded = item
+    else:
+        decoded = decode_object(item, source)
+    if isinstance(decoded, Trial):
+        return event_of(decoded)
+    return decoded
 
 
 def ingest_to_url(
@@ -145,7 +146,7 @@ def watch_to_url(
                         )
                     )
                 else:
-                    parsed.extend(parse_payload(line.data, source.name, line.number))
+                    parsed.extend(decode_events(line.data, source.name, line.number))
             sent = sink.send(parsed, source.name)
             total.trials += sent.trials
             total.runs |= sent.runs

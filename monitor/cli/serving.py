@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import sys
+from pathlib import Path
 from types import FrameType
 
 import uvicorn
@@ -28,8 +29,7 @@ from monitor.engine.monitor import Monitor
 from monitor.http.app import create_app
 from monitor.interfaces import Publisher, Store, TrialSource
 from monitor.service.service import Service
-from monitor.stores.memory import MemoryStore
-from monitor.stores.sqlite import SqliteStore
+from monitor.stores.factory import MEMORY, StoreOptions, open_store
 
 
 def run_serve(arguments: argparse.Namespace) -> int:
@@ -124,18 +124,15 @@ async def _serve(config: ServiceConfig, sock: socket.socket) -> None:
 
 
 def _store(settings: StoreSettings) -> Store:
-    if settings.kind == "memory":
-        return MemoryStore(settings.dead_letters_max, settings.dead_letters_max_age_s)
-    if settings.kind == "redis":
-        return RedisStore(
-            settings.url,
-            settings.prefix,
-            cluster=settings.cluster,
-            dead_letter_limit=settings.dead_letters_max,
-        )
-    return SqliteStore(
-        settings.path,
+    options = StoreOptions(
+        prefix=settings.prefix,
+        cluster=settings.cluster,
         synchronous=settings.synchronous,
         dead_letters_max=settings.dead_letters_max,
         dead_letters_max_age_s=settings.dead_letters_max_age_s,
     )
+    if settings.kind == "memory":
+        return open_store(MEMORY, options)
+    if settings.kind == "redis" and settings.url is not None:
+        return open_store(settings.url, options)
+    return open_store(Path(settings.path), options)

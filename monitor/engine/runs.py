@@ -1,10 +1,10 @@
 """One run's live state: its config, a count table per model, its questions.
 
-:class:`RunState` checks trials against the run's declaration (models,
-questions, categories), applies the store's classification to its count
-tables, and produces the standings the decision module reads. Every model's
-table shares the run's question set, so an open run's ``M`` (questions seen)
-is the same for all models.
+:class:`RunState` applies the store's classification to its count tables and
+produces the standings the decision module reads; whether it takes a trial
+at all is :mod:`monitor.engine.admission`'s to say (asked through the run).
+Every model's table shares the run's question set, so an open run's ``M``
+(questions seen) is the same for all models.
 """
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import cast
 
 import numpy as np
 from numpy.typing import NDArray
 
 from monitor.decisions.decide import Standing, build_rule
-from monitor.limits import MAX_ID_LENGTH
-from monitor.rubrics.schemas import RUBRICS
-from monitor.schema import RejectionKind, RunConfig, TrialEvent
-from monitor.stores.ledger import NEW, NumberedRows, run_starts
+from monitor.engine.admission import Admission
+from monitor.engine.admission import Refusal as Refusal  # where ingestion finds it
+from monitor.schema import RunConfig
+from monitor.stores.ledger import NEW, run_starts
 from monitor.stores.memory import (
     VECTOR_THRESHOLD,
     CountChanges,
@@ -34,9 +34,6 @@ from scorio_core import CountStorage, CountTable
 from scorio_core.posterior import clipped_interval, z_value
 from scorio_core.question_index import QuestionIndex
 from scorio_core.stopping import StoppingRule
-
-# Why a trial was refused: a kind (for metrics) and a sentence (for people).
-Refusal = tuple[RejectionKind, str]
 
 
 @dataclass(slots=True)
@@ -61,18 +58,18 @@ class RunState:
         # The run's questions, numbered once for all its models' tables.
         self._index = QuestionIndex(config.questions or [])
         self._question_rows = self._index.rows
-        self._question_numbers = NumberedRows(
-            cast("dict[str, int]", self._question_rows)
-        )
         # The models' count arrays, stacked: a batch of many models updates
         # them together (CountStorage.add_counts).
         self._storage = self._new_storage(len(config.models or []))
-        # The rows :meth:`takes` looked up for a batch's distinct questions
-        # (that list, its rows: -1 for a new one), for :meth:`apply` to use
-        # when the batch it applies has that same list (rows never change).
-        self._looked_up: tuple[Sequence[str], NDArray[np.int64]] | None = None
-        self._allowed_models = None if config.models is None else set(config.models)
         self._category_count = len(config.weights)
+        self._admission = Admission(config, self._index)
+        # What the run takes (monitor.engine.admission), asked of the run:
+        # bound methods rather than wrappers, as refusal runs once per trial.
+        self.classified = self._admission.classified
+        self.rejection = self._admission.rejection
+        self.refusal = self._admission.refusal
+        self.takes = self._admission.takes
+        self.column_problems = self._admission.column_problems
         for model in config.models or []:
             self.table(model)
 
@@ -118,214 +115,6 @@ class RunState:
             index=self._index,
             layers=models,
         )
-
-    def classified(self, event: TrialEvent) -> TrialEvent | Refusal:
-        """The event with the category the run's rubric gives its signals.
-
-        Thresholds are fixed for the run's life, so a re-delivered event
-        classifies the same and stays a duplicate.
-        """
-        if self.config.rubric is None:
-            return (
-                "signals",
-                f"run {self.config.run!r} has no rubric to classify signals; "
-                "send category, or configure the run with a rubric",
-            )
-        assert event.signals is not None  # an event has category, correct or signals
-        try:
-            category = RUBRICS[self.config.rubric].classify(
-                event.signals, self.config.thresholds
-            )
-        except ValueError as error:
-            return ("signals", str(error))
-        return event.model_copy(update={"category": category})
-
-    def rejection(self, event: TrialEvent, new_questions: set[str]) -> Refusal | None:
-        """Why this run cannot count the event, or None when it can.
-
-        ``new_questions`` collects distinct questions accepted earlier in the
-        same batch, so a batch cannot overrun ``question_count``.
-        """
-        return self.refusal(
-            event.model,
-            event.question,
-            event.outcome,
-            event.category is None,
-            new_questions,
-        )
-
-    def refusal(
-        self,
-        model: str,
-        question: str,
-        category: int,
-        from_correct: bool,
-        new_questions: set[str],
-    ) -> Refusal | None:
-        """:meth:`rejection` of a trial given by its fields (the fast path).
-
-        ``from_correct``: the outcome came as ``correct``, which only binary
-        runs take.
-        """
-        if from_correct and self._category_count != 2:
-            return (
-                "category",
-                f"correct is only for binary runs; run {self.config.run!r} has "
-                f"{self._category_count} categories, send category",
-            )
-        if category >= self._category_count:
-            return ("category", self._category_reason(category))
-        if question in self._question_rows and (
-            self._allowed_models is None or model in self._allowed_models
-        ):
-            return None
-        return self._identity_problem(model, question, new_questions)
-
-    def takes(
-        self,
-        models: Sequence[str],
-        questions: Sequence[str],
-        top_category: int,
-        from_correct: bool,
-        new_questions: set[str],
-        numbers: NDArray[np.int64] | None = None,
-    ) -> bool:
-        """Whether :meth:`refusal` would take every trial of a batch.
-
-        Given the batch's distinct models and questions (questions in
-        first-seen order; ``numbers``: their integer ids, if the wire found
-        them small integers), its largest category and whether some outcome
-        came as ``correct``. On True, ``new_questions`` holds the batch's
-        new questions as the trial-by-trial checks would have left it; on
-        False it is unchanged, and the batch is checked trial by trial.
-        """
-        if from_correct and self._category_count != 2:
-            return False
-        if top_category >= self._category_count:
-            return False
-        allowed = self._allowed_models
-        if allowed is not None and not allowed.issuperset(models):
-            return False
-        known = self._question_rows
-        # One lookup per distinct question, in C (none for integer ids seen
-        # before), kept for apply.
-        rows = self._question_numbers.of_values(questions, numbers)
-        self._looked_up = (questions, rows)
-        if not rows.size or int(rows.min()) >= 0:  # the common case
-            return True
-        unseen = [q for q in questions if q not in known and q not in new_questions]
-        if not unseen:
-            return True
-        added = set(new_questions)
-        for question in unseen:
-            if self._identity_problem(None, question, added) is not None:
-                return False
-        new_questions.update(added)
-        return True
-
-    def column_problems(self, batch: TrialBatch) -> list[tuple[int, Refusal]]:
-        """(index, refusal) for every trial of a columnar batch this run refuses.
-
-        Checks each distinct id once, so a clean bulk batch costs little more
-        than building the sets.
-        """
-        categories = batch.categories()
-        bad_categories = np.flatnonzero(
-            (categories < 0) | (categories >= self._category_count)
-        )
-        bad_ids: dict[str, dict[str, Refusal]] = {
-            "model": {},
-            "question": {},
-            "trial": {},
-        }
-        columns: tuple[Literal["model", "question", "trial"], ...] = (
-            "model",
-            "question",
-            "trial",
-        )
-        for name in columns:
-            for value in batch.factors(name).values:
-                refusal = _id_problem(name, value)
-                if refusal is not None:
-                    bad_ids[name][value] = refusal
-        for model in batch.factors("model").values:
-            if self._allowed_models is not None and model not in self._allowed_models:
-                bad_ids["model"].setdefault(
-                    model,
-                    (
-                        "undeclared",
-                        f"model {model!r} is not declared for run {self.config.run!r}",
-                    ),
-                )
-        if not bad_categories.size and not any(bad_ids.values()):
-            new_questions: set[str] = set()
-            for question in batch.factors("question").values:
-                refusal = self._identity_problem(None, question, new_questions)
-                if refusal is not None:
-                    bad_ids["question"][question] = refusal
-            if not bad_ids["question"]:
-                return []
-        return self._row_problems(batch, set(bad_categories.tolist()), bad_ids)
-
-    def _row_problems(
-        self,
-        batch: TrialBatch,
-        bad_categories: set[int],
-        bad_ids: dict[str, dict[str, Refusal]],
-    ) -> list[tuple[int, Refusal]]:
-        """The slow path for a batch with problems: row by row, in order."""
-        problems: list[tuple[int, Refusal]] = []
-        new_questions: set[str] = set()
-        for index, (model, question, trial) in enumerate(
-            zip(batch.model, batch.question, batch.trial, strict=True)
-        ):
-            refusal: Refusal | None = None
-            if index in bad_categories:
-                refusal = ("category", self._category_reason(batch.category[index]))
-            else:
-                refusal = (
-                    bad_ids["model"].get(model)
-                    or bad_ids["trial"].get(trial)
-                    or bad_ids["question"].get(question)
-                    or self._identity_problem(None, question, new_questions)
-                )
-            if refusal is not None:
-                problems.append((index, refusal))
-        return problems
-
-    def _category_reason(self, category: int) -> str:
-        return (
-            f"category {category} is outside 0..{self._category_count - 1} "
-            f"of run {self.config.run!r}"
-        )
-
-    def _identity_problem(
-        self, model: str | None, question: str, new_questions: set[str]
-    ) -> Refusal | None:
-        run = self.config.run
-        if (
-            model is not None
-            and self._allowed_models is not None
-            and model not in self._allowed_models
-        ):
-            return ("undeclared", f"model {model!r} is not declared for run {run!r}")
-        if question in self._question_rows or question in new_questions:
-            return None
-        if self.config.questions is not None:
-            return (
-                "undeclared",
-                f"question {question!r} is not declared for run {run!r}",
-            )
-        limit = self.config.question_count
-        if limit is not None and len(self.questions) + len(new_questions) >= limit:
-            distinct = len(self.questions) + len(new_questions) + 1
-            return (
-                "undeclared",
-                f"question {question!r} would be distinct question {distinct} of "
-                f"question_count={limit}",
-            )
-        new_questions.add(question)
-        return None
 
     def apply(self, batch: TrialBatch, previous: Previous) -> None:
         """Move the counts as the store classified each trial of the batch."""
@@ -408,10 +197,8 @@ class RunState:
             return
         questions = batch.factors("question")
         # The tables share the run's question rows: number them once.
-        looked_up, self._looked_up = self._looked_up, None
-        if looked_up is not None and looked_up[0] is questions.values:
-            row_of = looked_up[1]  # takes found these (the same list)
-        else:
+        row_of = self._admission.rows_looked_up(questions.values)
+        if row_of is None:  # else takes found these (the same list)
             row_of = np.fromiter(
                 map(self._question_rows.get, questions.values, itertools.repeat(-1)),
                 np.int64,
@@ -656,17 +443,6 @@ class RunState:
     def question_index(self) -> dict[str, int]:
         """Each known question's position in ``questions`` (which only grows)."""
         return cast("dict[str, int]", self._question_rows)
-
-
-def _id_problem(name: str, value: str) -> Refusal | None:
-    """What the event schema would say of a bad id given as a column value."""
-    if not value or len(value) > MAX_ID_LENGTH or not value.isprintable():
-        return (
-            "invalid_event",
-            f"{name}: ids must be 1..{MAX_ID_LENGTH} printable characters; "
-            f"got {value!r}",
-        )
-    return None
 
 
 def _matrix(rows: list[list[int]], width: int) -> NDArray[np.int64]:

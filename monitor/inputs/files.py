@@ -1,11 +1,12 @@
 """The ``ingest`` loop: finished results files into the engine.
 
 Harness readers (adapters) turn their files into batches of *items*: a
-TrialEvent-shaped mapping for each trial, or a :class:`Rejection` for an input
-they could not read (with its file and line). :func:`ingest_batches` counts
-them batch by batch; :func:`ingest_matrix` feeds a ``models x questions x
-trials`` tensor through the engine's columnar path. :class:`CategoryMap`
-turns a harness's outcome values (``"C"``/``"I"``, or fractions such as
+trial event's mapping for each trial (decoded by :mod:`monitor.inputs.decode`),
+or a :class:`Rejection` for an input they could not read (with its file and
+line). :func:`ingest_batches` counts them batch by batch; :func:`ingest_matrix`
+feeds a ``models x questions x trials`` tensor through the engine's columnar
+path. :class:`CategoryMap` turns a harness's outcome values (``"C"``/``"I"``, or
+fractions such as
 ``0.25``) into categories, the same way for every reader.
 """
 
@@ -19,8 +20,8 @@ import numpy as np
 
 from monitor.engine.monitor import Monitor
 from monitor.engine.scoring import ResultsMatrix
-from monitor.inputs.parsing import Parsed, parse_object
-from monitor.inputs.wire import Wire
+from monitor.inputs.columns import Parsed
+from monitor.inputs.decode import Decoded, decode_object
 from monitor.schema import Rejection, RunConfig
 from monitor.stores.memory import IngestReport, combined_reports
 
@@ -147,10 +148,10 @@ def ingest_batches(
                 parsed.append(item)
                 positions.append(item.position)
             elif isinstance(item, Located):
-                parsed.append(parse_object(item.fields, batch.source, item.position))
+                parsed.append(decode_object(item.fields, batch.source, item.position))
                 positions.append(item.position)
             else:
-                parsed.append(parse_object(item, batch.source))
+                parsed.append(decode_object(item, batch.source))
                 positions.append(None)
         report = monitor.ingest_parsed(
             with_implied_run(monitor, parsed), source=batch.source, positions=positions
@@ -160,7 +161,7 @@ def ingest_batches(
     return totals
 
 
-def with_implied_run(monitor: Monitor, parsed: Sequence[Wire]) -> list[Wire]:
+def with_implied_run(monitor: Monitor, parsed: Sequence[Decoded]) -> list[Decoded]:
     """Rejections that name no run, counted against the batch's one run.
 
     A stream or file of one run (the usual case) has its unreadable inputs

@@ -1,6 +1,6 @@
 """The ``watch`` loop: JSON lines from a source into the engine, batch by batch.
 
-Each batch is parsed line by line (a line holds one event or an array of
+Each batch is decoded line by line (a line holds one event or an array of
 them), counted in one engine call, and committed together with the source's
 cursor, so a restarted watch resumes after the last committed line.
 A line that names no run counts against the stream's run when it has one.
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from monitor.engine.monitor import Monitor
+from monitor.inputs.decode import Decoded, decode_payload
 from monitor.inputs.files import IngestTotals, with_implied_run
-from monitor.inputs.wire import Wire, parse_wire
 from monitor.interfaces import LineSource
 from monitor.limits import MAX_PAYLOAD_BYTES
 from monitor.schema import Rejection
@@ -28,11 +28,11 @@ def watch(
     """Ingest every batch the source yields until it ends or is stopped."""
     totals = IngestTotals()
     for lines, cursor in source.batches():
-        parsed: list[Wire] = []
+        parsed: list[Decoded] = []
         positions: list[int | None] = []
         for line in lines:
             if line.too_long:
-                items: list[Wire] = [
+                items: list[Decoded] = [
                     Rejection(
                         reason=f"line of {line.too_long} bytes exceeds the limit of "
                         f"{max_line_bytes}",
@@ -42,7 +42,9 @@ def watch(
                     )
                 ]
             else:
-                items = parse_wire(line.data, source.name, line.number, max_line_bytes)
+                items = decode_payload(
+                    line.data, source.name, line.number, max_line_bytes
+                )
             parsed.extend(items)
             positions.extend([line.number] * len(items))
         parsed = with_implied_run(monitor, parsed)

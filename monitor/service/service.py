@@ -5,7 +5,8 @@ synchronous (its stores block on disk or network), so every engine call runs
 on one dedicated worker thread (light calls before heavy ones, see
 :mod:`monitor.service.worker`), which also serialises them. Sources hand in
 payloads through :meth:`Service.ingest_payloads`, which returns only after
-the store committed them, so a source may then acknowledge its transport.
+the store committed them, so a source may then acknowledge its transport
+(decoding and counting in pieces: :mod:`monitor.service.pipe`).
 
 Background tasks, each supervised (logged and restarted with backoff when
 it fails, cancelled on exit): every source, every publisher, the status
@@ -31,15 +32,20 @@ from typing import TypeVar
 from monitor.engine.monitor import Monitor
 from monitor.errors import SourceConflictError
 from monitor.inputs.files import with_implied_run
-from monitor.inputs.wire import TrialColumns, Wire, parse_wire
 from monitor.interfaces import Payload, Publisher, TrialSource
 from monitor.limits import DEFAULT_LEASE_S
-from monitor.schema import NextItem, Rejection, RunConfig, Status
+from monitor.schema import NextItem, RunConfig, Status
+from monitor.service.pipe import (
+    PARSE_INLINE_BYTES,
+    SHARED_GROUP,
+    count_in_pieces,
+    decode_all,
+)
 from monitor.service.rejections import RecentRejection, RecentRejections
 from monitor.service.snapshot import Snapshot
 from monitor.service.subscriptions import Subscription
 from monitor.service.worker import EngineWorker
-from monitor.stores.memory import IngestReport, StoredEvent, combined_reports
+from monitor.stores.memory import IngestReport, StoredEvent
 
 log = logging.getLogger(__name__)
 Result = TypeVar("Result")
@@ -48,19 +54,6 @@ _RESTART_DELAYS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 # How long a cancelled task may take to end before it is cancelled again.
 _CANCEL_RETRY_S = 1.0
 TRACE_POINTS = 2000
-# Items per engine call when a large payload list is counted in pieces (a
-# piece of 1,000 rejections held the engine thread 35-45 ms, of 250 about a
-# quarter), and the input size up to which parsing stays on the engine
-# thread (a thread hop costs more than parsing a small payload).
-INGEST_PIECE = 250
-# With a shared store an engine call has a higher fixed cost (a network
-# round trip, a script call), so up to this many pieces go in one call
-# while they count without rejections: 1,000 trials held the engine 16 ms
-# on Redis (250: 5 ms), 250 rejections 23 ms. A piece with rejections sends
-# the next back to one at a time, so the longest hold stays about that of
-# 250 rejections, or one group whose trials turned out rejected.
-SHARED_GROUP = 4
-_PARSE_INLINE_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,36 +224,18 @@ class Service:
         """
         started = self._clock()
         payloads = list(payloads)
-        if sum(len(payload.data) for payload in payloads) <= _PARSE_INLINE_BYTES:
+        if sum(len(payload.data) for payload in payloads) <= PARSE_INLINE_BYTES:
             report = await self.call(functools.partial(self._ingest, payloads, cursor))
         else:
             if self._loop is None or self._parser is None:
                 raise RuntimeError("the service is not running")
             parsed, sources, positions = await self._loop.run_in_executor(
-                self._parser, functools.partial(_parse_all, payloads, cursor is None)
+                self._parser, functools.partial(decode_all, payloads, cursor is None)
             )
-            pieces = [(0, len(parsed))] if cursor is not None else _pieces(parsed)
             group = SHARED_GROUP if self._monitor.store.is_shared else 1
-            reports: list[IngestReport] = []
-            index, take = 0, 1
-            while index < len(pieces):
-                start = pieces[index][0]
-                stop = pieces[min(index + take, len(pieces)) - 1][1]
-                reports.append(
-                    await self.call(
-                        functools.partial(
-                            self._monitor.ingest_parsed,
-                            parsed[start:stop],
-                            source=sources[start:stop],
-                            positions=positions[start:stop],
-                            cursor=cursor,
-                        ),
-                        heavy=True,
-                    )
-                )
-                index += take
-                take = 1 if reports[-1].rejected else group
-            report = combined_reports(reports)
+            report = await count_in_pieces(
+                self.call, self._monitor, parsed, sources, positions, cursor, group
+            )
         elapsed = self._clock() - started
         self._account(report, elapsed, len(payloads))
         return report
@@ -340,7 +315,7 @@ class Service:
     def _ingest(
         self, payloads: list[Payload], cursor: tuple[str, str] | None
     ) -> IngestReport:
-        parsed, sources, positions = _parse_all(payloads)
+        parsed, sources, positions = decode_all(payloads)
         parsed = with_implied_run(self._monitor, parsed)
         return self._monitor.ingest_parsed(
             parsed, source=sources, positions=positions, cursor=cursor
@@ -500,59 +475,6 @@ class Service:
                 failures += 1
                 log.exception("task %s failed; restarting in %.1f s", name, delay)
                 await asyncio.sleep(delay)
-
-
-def _parse_all(
-    payloads: list[Payload], split: bool = False
-) -> tuple[list[Wire], list[str], list[int | None]]:
-    """Every payload's items, with the source and position of each.
-
-    With ``split``, a payload's columns come in pieces of ``INGEST_PIECE``.
-    """
-    parsed: list[Wire] = []
-    sources: list[str] = []
-    positions: list[int | None] = []
-    for payload in payloads:
-        items: list[Wire]
-        if payload.oversize:
-            items = [
-                Rejection(
-                    reason=f"line of {payload.oversize} bytes exceeds the limit",
-                    kind="too_large",
-                    source=payload.source,
-                    position=payload.position,
-                    raw=f"({payload.oversize} bytes, not kept)",
-                    run=payload.run,
-                )
-            ]
-        else:
-            items = parse_wire(
-                payload.data, payload.source, payload.position, run=payload.run
-            )
-            if split and type(items[0]) is TrialColumns:
-                items = list(items[0].pieces(INGEST_PIECE))
-        parsed.extend(items)
-        sources.extend([payload.source] * len(items))
-        if payload.position is None:
-            positions.extend(range(len(items)))  # the index in a batch
-        else:
-            positions.extend([payload.position] * len(items))
-    return parsed, sources, positions
-
-
-def _pieces(parsed: list[Wire]) -> list[tuple[int, int]]:
-    """(start, stop) of pieces of at most ``INGEST_PIECE`` trials each."""
-    pieces = []
-    start = weight = 0
-    for index, item in enumerate(parsed):
-        size = len(item) if type(item) is TrialColumns else 1
-        if weight + size > INGEST_PIECE and index > start:
-            pieces.append((start, index))
-            start, weight = index, 0
-        weight += size
-    if start < len(parsed) or not pieces:
-        pieces.append((start, len(parsed)))
-    return pieces
 
 
 async def _cancel_until_done(tasks: list[asyncio.Task[None]]) -> None:

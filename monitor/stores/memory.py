@@ -28,7 +28,7 @@ from monitor.schema import Rejection, RunConfig
 from monitor.stores.ledger import NEW, Factors, Ledger
 
 if TYPE_CHECKING:
-    from monitor.inputs.wire import TrialColumns
+    from monitor.inputs.columns import TrialColumns
 
 JsonValue = str | int | float | bool | None | list["JsonValue"] | dict[str, "JsonValue"]
 
@@ -44,7 +44,7 @@ VECTOR_THRESHOLD = 32
 class TrialBatch:
     """Validated trials of one run, as columns (one entry per trial).
 
-    A batch made from one payload's :class:`~monitor.inputs.wire.TrialColumns`
+    A batch made from one payload's :class:`~monitor.inputs.columns.TrialColumns`
     keeps them and builds its id and category lists only when they are
     read: the vectorised steps read the factorized ids and the category
     array instead (see :meth:`factors`, :meth:`categories`).

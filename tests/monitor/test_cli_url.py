@@ -127,3 +127,23 @@ async def test_a_wrong_token_is_refused_with_a_clear_error(
     assert running.monitor.runs == []
     assert await cli(ran, "ingest", str(path), "--format", "npz", "--url", base) == 2
     assert "--url takes --format lm-eval, jsonl or csv" in ran.err
+
+
+async def test_ingest_sends_jsonl_and_csv_rows_as_watch_does(
+    service: tuple[str, Service], tmp_path: Path, ran: Ran
+) -> None:
+    base, running = service
+    url = ["--url", base, "--token", TOKEN]
+    jsonl = tmp_path / "rows.jsonl"
+    lines(jsonl, events(0, 2))
+    assert await cli(ran, "ingest", str(jsonl), "--format", "jsonl", *url) == 0, ran.err
+    assert running.monitor.status("w").trials == 2 * 4 * 2
+    table = tmp_path / "rows.csv"
+    rows = ["run,model,question,trial,correct"] + [
+        f"c,{e['model']},{e['question']},{e['trial']},{str(e['correct']).lower()}"
+        for e in events(0, 2)
+    ]
+    table.write_text("\n".join(rows) + "\nc,a,0,9,maybe\n", encoding="utf-8")
+    assert await cli(ran, "ingest", str(table), "--format", "csv", *url) == 0, ran.err
+    assert running.monitor.status("c").trials == 2 * 4 * 2
+    assert "rows.csv:18: rejected:" in ran.err

@@ -9,7 +9,7 @@ import pytest
 import scorio.eval as oracle
 
 from monitor import Monitor, RunConfig, TrialEvent
-from monitor.engine import monitor as engine
+from monitor.engine import arrays as engine
 from monitor.errors import ConfigError, UnknownRunError
 from tests.monitor.streams import last_write_wins, messy, stream_of
 

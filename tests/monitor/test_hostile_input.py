@@ -24,7 +24,8 @@ from monitor import Monitor, RunConfig
 from monitor.cli import main
 from monitor.config import HttpSettings
 from monitor.http.app import create_app
-from monitor.inputs.parsing import Parsed, Trial, parse_payload
+from monitor.inputs.columns import Parsed, Trial
+from monitor.inputs.decode import decode_events as parse_payload
 from monitor.schema import Rejection, Status, TrialEvent
 from monitor.service.service import Service
 from tests.helpers import serving

@@ -23,8 +23,10 @@ from adapters.redis.store import RedisStore
 from monitor import Monitor, RunConfig
 from monitor.config import HttpSettings
 from monitor.http.app import create_app
-from monitor.inputs.wire import TrialColumns, Wire
-from monitor.service.service import INGEST_PIECE, SHARED_GROUP, Service
+from monitor.inputs.columns import TrialColumns
+from monitor.inputs.decode import Decoded as Wire
+from monitor.service.pipe import INGEST_PIECE, SHARED_GROUP
+from monitor.service.service import Service
 from monitor.stores.memory import IngestReport
 from tests.helpers import serving
 from tests.monitor.test_cli_watch import poll_until

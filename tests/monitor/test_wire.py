@@ -1,10 +1,9 @@
-"""The wire's fast path (msgspec into columns) agrees with the dict path.
+"""The fast path (arrays into columns) agrees with decoding event by event.
 
 For arbitrary payloads (valid, invalid, mixed batches, poison elements,
-hostile bytes) :func:`parse_wire` and :func:`parse_payload` give the same
-trials, and a monitor fed through the fast path accepts, refuses (with the
-same reasons, kinds and positions) and counts exactly what one fed through
-the dict path does.
+hostile bytes) :func:`decode_payload` and :func:`decode_events` give the same
+trials, and a monitor fed columns accepts, refuses (with the same reasons,
+kinds and positions) and counts exactly what one fed event by event does.
 """
 
 from __future__ import annotations
@@ -17,14 +16,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor import Monitor
+from monitor.inputs.columns import Parsed, Trial, TrialColumns
+from monitor.inputs.decode import Decoded, decode_events, decode_payload
 from monitor.inputs.files import with_implied_run
-from monitor.inputs.parsing import Parsed, Trial, parse_payload
-from monitor.inputs.wire import TrialColumns, Wire, parse_wire
 from monitor.schema import Rejection
 from monitor.stores.ledger import Factors
 from monitor.stores.memory import IngestReport
 from tests.hostile import poison
-from tests.monitor.test_parsing import events as odd_events
+from tests.monitor.test_decode import events as odd_events
 
 # Events that are mostly valid for the runs below, so batches are taken
 # whole, taken partly (a refused row) or declined; every field can be odd.
@@ -178,7 +177,7 @@ def fields(item: Parsed) -> object:
     return tuple(item[:10]) if isinstance(item, Trial) else item
 
 
-def flat(parsed: list[Wire]) -> list[Parsed]:
+def flat(parsed: list[Decoded]) -> list[Parsed]:
     items: list[Parsed] = []
     for item in parsed:
         if isinstance(item, TrialColumns):
@@ -188,13 +187,13 @@ def flat(parsed: list[Wire]) -> list[Parsed]:
     return items
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(payloads(), st.sampled_from([None, "r"]), st.sampled_from([None, 7]))
-def test_parse_wire_gives_what_parse_payload_gives(
+def test_decode_payload_gives_what_decode_events_gives(
     payload: bytes, channel: str | None, position: int | None
 ) -> None:
-    slow = parse_payload(payload, "src", position, run=channel, max_items=8)
-    fast = parse_wire(payload, "src", position, run=channel, max_items=8)
+    slow = decode_events(payload, "src", position, run=channel, max_items=8)
+    fast = decode_payload(payload, "src", position, run=channel, max_items=8)
     assert [fields(item) for item in flat(fast)] == [fields(item) for item in slow]
     if len(fast) == 1 and isinstance(fast[0], TrialColumns):
         columns = fast[0]
@@ -270,13 +269,13 @@ def report_of(report: IngestReport) -> tuple[object, ...]:
 
 
 def ingested(
-    parse: Callable[..., Sequence[Wire]],
+    parse: Callable[..., Sequence[Decoded]],
     monitor: Monitor,
     batch: list[bytes],
     channel: str | None,
 ) -> object:
     """Each payload through ``parse``, then one ``ingest_parsed`` call."""
-    parsed: list[Wire] = []
+    parsed: list[Decoded] = []
     positions: list[int | None] = []
     for payload in batch:
         items = parse(payload, "src", run=channel)
@@ -288,13 +287,13 @@ def ingested(
     return report_of(report)
 
 
-def dict_path(monitor: Monitor, batch: list[bytes], channel: str | None) -> object:
-    """What the services did before the fast path: parse_payload per payload."""
-    return ingested(parse_payload, monitor, batch, channel)
+def event_path(monitor: Monitor, batch: list[bytes], channel: str | None) -> object:
+    """Event by event: decode_events per payload."""
+    return ingested(decode_events, monitor, batch, channel)
 
 
 def wire_path(monitor: Monitor, batch: list[bytes], channel: str | None) -> object:
-    return ingested(parse_wire, monitor, batch, channel)
+    return ingested(decode_payload, monitor, batch, channel)
 
 
 def state_of(monitor: Monitor) -> object:
@@ -318,13 +317,13 @@ def state_of(monitor: Monitor) -> object:
     return statuses, letters
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     runs,
     st.sampled_from([None, "r"]),
     st.lists(st.lists(payloads(), min_size=1, max_size=4), min_size=1, max_size=3),
 )
-def test_a_monitor_fed_the_fast_path_counts_and_refuses_as_the_dict_path(
+def test_a_monitor_fed_columns_counts_and_refuses_as_one_fed_event_by_event(
     config: dict[str, object] | None,
     channel: str | None,
     calls: list[list[bytes]],
@@ -334,13 +333,13 @@ def test_a_monitor_fed_the_fast_path_counts_and_refuses_as_the_dict_path(
         slow.configure(config)
         fast.configure(config)
     for batch in calls:
-        assert wire_path(fast, batch, channel) == dict_path(slow, batch, channel)
+        assert wire_path(fast, batch, channel) == event_path(slow, batch, channel)
     assert state_of(fast) == state_of(slow)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(runs, st.lists(payloads(), min_size=1, max_size=6))
-def test_ingest_payload_counts_and_refuses_as_the_dict_path(
+def test_ingest_payload_counts_and_refuses_as_event_by_event(
     config: dict[str, object] | None, batch: list[bytes]
 ) -> None:
     slow, fast = Monitor(look_interval_s=1e9), Monitor(look_interval_s=1e9)
@@ -349,7 +348,7 @@ def test_ingest_payload_counts_and_refuses_as_the_dict_path(
         fast.configure(config)
     for position, payload in enumerate(batch):
         where = position if position % 2 else None
-        parsed = parse_payload(payload, "src", where)
+        parsed = decode_events(payload, "src", where)
         expected = slow.ingest_parsed(
             parsed,
             source="src",
@@ -360,7 +359,7 @@ def test_ingest_payload_counts_and_refuses_as_the_dict_path(
     assert state_of(fast) == state_of(slow)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     st.one_of(
         st.lists(st.integers(-3, 40), min_size=2, max_size=60),
@@ -402,7 +401,7 @@ def test_integer_ids_are_factorized_as_the_engine_needs(
             for q, t in zip(numbers, trials, strict=True)
         ]
     ).encode()
-    (columns,) = parse_wire(payload)
+    (columns,) = decode_payload(payload)
     assert isinstance(columns, TrialColumns)
     assert columns.question == [str(number) for number in numbers]
     assert columns.trial == [str(number) for number in trials]
@@ -430,7 +429,7 @@ def test_an_array_is_read_whole_only_when_every_event_names_its_run() -> None:
     text = json.dumps(events)
     escaped = text.replace('"run": "r"', '"run": "\\u0072"', 1)
     for payload in (text, escaped):
-        (columns,) = parse_wire(payload.encode())
+        (columns,) = decode_payload(payload.encode())
         assert isinstance(columns, TrialColumns) and columns.run == "r"
     # A later event naming another run, or none, is caught by the decoder.
     other = text[::-1].replace('"r" :"nur"', '"s" :"nur"', 1)[::-1]
@@ -439,16 +438,17 @@ def test_an_array_is_read_whole_only_when_every_event_names_its_run() -> None:
         assert json.loads(payload)[0]["run"] == "r"
         assert json.loads(payload)[-1].get("run") != "r"
         assert all(
-            type(item) is not TrialColumns for item in parse_wire(payload.encode())
+            type(item) is not TrialColumns for item in decode_payload(payload.encode())
         )
-        assert [fields(item) for item in flat(parse_wire(payload.encode()))] == [
-            fields(item) for item in parse_payload(payload.encode(), "")
+        assert [fields(item) for item in flat(decode_payload(payload.encode()))] == [
+            fields(item) for item in decode_events(payload.encode(), "")
         ]
     # Under a channel, events may leave the run out; one naming another not.
-    (columns,) = parse_wire(none.encode(), run="r")
+    (columns,) = decode_payload(none.encode(), run="r")
     assert isinstance(columns, TrialColumns) and len(columns) == 3
     assert all(
-        type(item) is not TrialColumns for item in parse_wire(other.encode(), run="r")
+        type(item) is not TrialColumns
+        for item in decode_payload(other.encode(), run="r")
     )
 
 
@@ -468,7 +468,7 @@ def test_a_refused_row_rejects_alone_and_the_rest_of_its_array_counts() -> None:
         {"run": "r", "model": "x", "question": 1, "trial": 0, "correct": True},
         {"run": "r", "model": "a", "question": 2, "trial": 0, "correct": False},
     ]
-    parsed = parse_wire(json.dumps(batch).encode(), "http")
+    parsed = decode_payload(json.dumps(batch).encode(), "http")
     assert len(parsed) == 1 and isinstance(parsed[0], TrialColumns)
     report = monitor.ingest_payload(json.dumps(batch).encode(), source="http")
     assert report.accepted == 2
@@ -490,7 +490,7 @@ def test_arrays_in_one_call_share_the_run_question_count() -> None:
         for questions in ([0, 1], [1, 2], [2, 3])
     ]
     parsed = [
-        item for array in arrays for item in parse_wire(json.dumps(array).encode())
+        item for array in arrays for item in decode_payload(json.dumps(array).encode())
     ]
     assert all(isinstance(item, TrialColumns) for item in parsed)
     report = monitor.ingest_parsed(parsed, source="mqtt")
@@ -507,7 +507,7 @@ def test_pieces_of_a_payload_refuse_rows_where_the_whole_would() -> None:
     ]
     batch[23]["model"] = "x"
     payload = json.dumps(batch).encode()
-    [whole] = parse_wire(payload, "http")
+    [whole] = decode_payload(payload, "http")
     assert isinstance(whole, TrialColumns)
     pieces = whole.pieces(10)
     assert [len(piece) for piece in pieces] == [10, 10, 5]
