@@ -118,19 +118,24 @@ class JsonLines:
             batch: list[Line] = []
             while len(batch) < self._batch_lines:
                 line_start = handle.tell() if seekable else 0
-                raw = handle.readline(self._max_line_bytes + 1)
+                # The line, its newline and one byte more: a line's length
+                # is its payload's, without the newline (as any source's).
+                raw = handle.readline(self._max_line_bytes + 2)
                 if not raw:
                     break
-                length = len(raw)
-                if not raw.endswith(b"\n"):
-                    rest = (
-                        self._skip_rest(handle) if length > self._max_line_bytes else 0
+                ended = raw.endswith(b"\n")
+                length = len(raw) - ended
+                if not ended:
+                    rest, ended = (
+                        self._skip_rest(handle)
+                        if length > self._max_line_bytes
+                        else (0, False)
                     )
-                    if following and (rest is None or length <= self._max_line_bytes):
+                    if following and not ended:
                         # A writer is mid-line: read the whole line next time.
                         handle.seek(line_start)
                         break
-                    length += rest or 0
+                    length += rest
                 self._line += 1
                 if length > self._max_line_bytes:
                     batch.append(Line(self._line, b"", too_long=length))
@@ -144,16 +149,17 @@ class JsonLines:
                 self._sleep(self._poll_interval_s)
 
     @staticmethod
-    def _skip_rest(handle: BinaryIO) -> int | None:
-        """Consume the rest of an oversized line; its length, or None at EOF."""
+    def _skip_rest(handle: BinaryIO) -> tuple[int, bool]:
+        """Consume the rest of an oversized line: its length (without the
+        newline) and whether the line ended (False at the end of the file)."""
         skipped = 0
         while True:
             chunk = handle.readline(1 << 16)
             if not chunk:
-                return None
-            skipped += len(chunk)
+                return skipped, False
             if chunk.endswith(b"\n"):
-                return skipped
+                return skipped + len(chunk) - 1, True
+            skipped += len(chunk)
 
 
 class JsonLinesSource:

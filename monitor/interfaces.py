@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from monitor.limits import MAX_PAYLOAD_BYTES
 from monitor.schema import RunConfig, Status
 from monitor.stores.batches import Batch, Previous
 from monitor.stores.records import (
@@ -147,6 +148,7 @@ class Payload:
     position: int | None = None
     run: str | None = None
     oversize: int = 0  # bytes of an input too large to read (data is empty)
+    limit: int = MAX_PAYLOAD_BYTES  # the limit an oversize input went over
 
 
 class IngestSink(Protocol):

@@ -25,6 +25,8 @@ from monitor.config import load_run_configs
 from monitor.feeds.files import ItemBatch, Located
 from monitor.inputs.columns import Parsed, Trial
 from monitor.inputs.decode import decode_events, decode_object, event_of
+from monitor.inputs.reasons import too_large
+from monitor.limits import MAX_PAYLOAD_BYTES
 from monitor.schema import Rejection, Status, TrialEvent
 
 
@@ -138,11 +140,8 @@ def watch_to_url(
             for line in lines:
                 if line.too_long:
                     parsed.append(
-                        Rejection(
-                            reason=f"line of {line.too_long} bytes is too long",
-                            source=source.name,
-                            position=line.number,
-                            raw="(not kept)",
+                        too_large(
+                            line.too_long, MAX_PAYLOAD_BYTES, source.name, line.number
                         )
                     )
                 else:

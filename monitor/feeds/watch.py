@@ -13,9 +13,9 @@ from collections.abc import Callable
 from monitor.engine.monitor import Monitor
 from monitor.feeds.files import IngestTotals, with_implied_run
 from monitor.inputs.decode import Decoded, decode_payload
+from monitor.inputs.reasons import too_large
 from monitor.interfaces import LineSource
 from monitor.limits import MAX_PAYLOAD_BYTES
-from monitor.schema import Rejection
 from monitor.stores.records import IngestReport
 
 
@@ -33,13 +33,7 @@ def watch(
         for line in lines:
             if line.too_long:
                 items: list[Decoded] = [
-                    Rejection(
-                        reason=f"line of {line.too_long} bytes exceeds the limit of "
-                        f"{max_line_bytes}",
-                        source=source.name,
-                        position=line.number,
-                        raw=f"({line.too_long} bytes, not kept)",
-                    )
+                    too_large(line.too_long, max_line_bytes, source.name, line.number)
                 ]
             else:
                 items = decode_payload(

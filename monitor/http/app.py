@@ -31,10 +31,10 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, TypeAdapter
 from sse_starlette import EventSourceResponse, ServerSentEvent
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from monitor.config import HttpSettings
 from monitor.errors import ConfigError, StoreError, UnknownRunError
+from monitor.http.middleware import BodyLimit, scope_oversize
 from monitor.http.views import (
     QuestionRow,
     RejectedRecord,
@@ -146,11 +146,22 @@ def create_app(
 
     @app.post("/runs/{run}/trials", dependencies=writer, response_model=IngestAnswer)
     async def trials(run: str, request: Request) -> JSONResponse:
-        body = await request.body()
-        report = await _service(request).ingest_payloads(
-            [Payload(data=body, source="http", run=run)]
-        )
+        oversize = scope_oversize(request.scope)
+        if oversize:
+            # Refused through the pipe as any source's oversize input is:
+            # the same reason, a dead letter, the run's rejected count.
+            payload = Payload(
+                b"", "http", run=run, oversize=oversize, limit=settings.max_body_bytes
+            )
+        else:
+            payload = Payload(data=await request.body(), source="http", run=run)
+        report = await _service(request).ingest_payloads([payload])
         answer = _answer(report)
+        if oversize:
+            detail = "; ".join(item.reason for item in answer.rejected)
+            return JSONResponse(
+                {"detail": detail, **answer.model_dump()}, status_code=413
+            )
         valid = report.accepted + report.duplicates + report.corrections
         if report.rejected and valid == 0:
             detail = "; ".join(item.reason for item in answer.rejected)
@@ -376,65 +387,3 @@ async def _store_unavailable(request: Request, error: Exception) -> JSONResponse
 
 async def _config_conflict(request: Request, error: Exception) -> JSONResponse:
     return JSONResponse({"detail": str(error)}, status_code=409)
-
-
-class BodyLimit:
-    """ASGI middleware: refuse request bodies over ``max_bytes`` with 413.
-
-    Checks ``Content-Length`` first, then counts what actually arrives (a
-    chunked upload has no length), buffering at most ``max_bytes``.
-    """
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self._app = app
-        self._max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
-            await self._app(scope, receive, send)
-            return
-        declared = dict(scope["headers"]).get(b"content-length")
-        if (
-            declared is not None
-            and declared.isdigit()
-            and int(declared) > self._max_bytes
-        ):
-            await _too_large(self._max_bytes, send)
-            return
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self._max_bytes:
-                await _too_large(self._max_bytes, send)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
-        delivered = False
-
-        async def replay() -> Message:
-            nonlocal delivered
-            if delivered:
-                return await receive()
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await self._app(scope, replay, send)
-
-
-async def _too_large(limit: int, send: Send) -> None:
-    body = json.dumps({"detail": f"request body exceeds {limit} bytes"}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 413,
-            "headers": [(b"content-type", b"application/json")],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})

@@ -86,6 +86,7 @@ from monitor.inputs.reasons import (
     nests_too_deep,
     opens_too_deep,
     reject,
+    too_large_reason,
 )
 from monitor.limits import MAX_BATCH_ITEMS, MAX_PAYLOAD_BYTES
 from monitor.schema import Rejection
@@ -304,7 +305,7 @@ def _events(
     max_items: int,
 ) -> list[Parsed]:
     if len(data) > max_bytes:
-        reason = f"payload of {len(data)} bytes exceeds the limit of {max_bytes}"
+        reason = too_large_reason(len(data), max_bytes)
         return [reject(reason, "too_large", data, source, position)]
     if data[:1] != b"{" and _opens_array(data):
         if opens_too_deep(data):

@@ -273,3 +273,26 @@ def reject(
         raw=raw_text(raw),
         run=run,
     )
+
+
+def too_large_reason(size: int, limit: int) -> str:
+    """Why an input over the size limit was refused, whatever carried it."""
+    return f"payload of {size} bytes exceeds the limit of {limit}"
+
+
+def too_large(
+    size: int,
+    limit: int,
+    source: str,
+    position: int | None = None,
+    run: str | None = None,
+) -> Rejection:
+    """The rejection of an input too large to read (so not kept: its size)."""
+    return Rejection(
+        reason=too_large_reason(size, limit),
+        kind="too_large",
+        source=source,
+        position=position,
+        raw=f"({size} bytes, not kept)",
+        run=run,
+    )

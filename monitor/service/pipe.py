@@ -16,8 +16,8 @@ from collections.abc import Awaitable, Callable
 from monitor.engine.monitor import Monitor
 from monitor.inputs.columns import TrialColumns
 from monitor.inputs.decode import Decoded, decode_payload
+from monitor.inputs.reasons import too_large
 from monitor.interfaces import Payload
-from monitor.schema import Rejection
 from monitor.stores.records import IngestReport, combined_reports
 
 # Items per engine call when a large payload list is counted in pieces (a
@@ -49,13 +49,12 @@ def decode_all(
         items: list[Decoded]
         if payload.oversize:
             items = [
-                Rejection(
-                    reason=f"line of {payload.oversize} bytes exceeds the limit",
-                    kind="too_large",
-                    source=payload.source,
-                    position=payload.position,
-                    raw=f"({payload.oversize} bytes, not kept)",
-                    run=payload.run,
+                too_large(
+                    payload.oversize,
+                    payload.limit,
+                    payload.source,
+                    payload.position,
+                    payload.run,
                 )
             ]
         else:

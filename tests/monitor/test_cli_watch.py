@@ -105,7 +105,7 @@ def test_oversized_lines_and_batches_per_line(
     captured = capsys.readouterr()
     (status,) = json.loads(captured.out)
     assert (status["trials"], status["duplicates"]) == (3, 1)
-    assert f"{path}:2: rejected: line of 2097" in captured.err
+    assert f"{path}:2: rejected: payload of 2097" in captured.err
 
 
 def test_a_file_with_nothing_valid_exits_with_one(tmp_path: Path) -> None:
