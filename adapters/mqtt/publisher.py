@@ -1,14 +1,20 @@
-"""The MQTT publisher: statuses (retained) and events on ``{prefix}/{run}/...``."""
+"""The MQTT publisher: statuses (retained) and events on ``{prefix}/{run}/...``.
+
+It stays on aiomqtt's public API (it needs no manual acknowledgement): a
+client per connection, without a persistent session, under the source's id
+with ``-publisher`` appended, and the same takeover detection as the source.
+aiomqtt's ``MqttError`` becomes a logged reconnect with backoff here.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import collections
 import json
+import ssl
 
 import aiomqtt
 
-from adapters.mqtt.clients import aiomqtt_client
 from adapters.mqtt.takeovers import Takeovers
 from monitor.config import MqttSettings
 from monitor.schema import Status
@@ -42,14 +48,14 @@ class MqttPublisher:
         identifier = f"{self._settings.identifier}-publisher"
         takeovers = Takeovers(identifier)
         while True:
-            client = aiomqtt_client(self._settings, identifier, persistent=False)
+            client = _connection(self._settings, identifier)
             try:
                 async with client:
                     backoff.reset()
                     takeovers.connected()
                     await self._send_forever(client)
             except aiomqtt.MqttError as exc:
-                conflict = takeovers.lost(exc)
+                conflict = takeovers.lost(_reason(exc))
                 if conflict is not None:
                     raise conflict from None
                 await backoff.wait("MQTT publisher", exc)
@@ -101,3 +107,42 @@ class MqttPublisher:
 def event_json(event: StoredEvent) -> str:
     """The wire form of an event."""
     return json.dumps(event.document())
+
+
+def _connection(settings: MqttSettings, identifier: str) -> aiomqtt.Client:
+    # MQTT 5 so that the broker says why it closed the connection; a session
+    # that ends with it (clean start, no session expiry interval).
+    return aiomqtt.Client(
+        settings.host,
+        settings.port,
+        username=settings.username,
+        password=settings.password,
+        identifier=identifier,
+        protocol=aiomqtt.ProtocolVersion.V5,
+        clean_start=True,
+        keepalive=settings.keepalive_s,
+        tls_params=_tls(settings),
+    )
+
+
+def _tls(settings: MqttSettings) -> aiomqtt.TLSParameters | None:
+    if not settings.uses_tls:
+        return None
+    return aiomqtt.TLSParameters(
+        ca_certs=settings.tls_ca_file,
+        certfile=settings.tls_cert_file,
+        keyfile=settings.tls_key_file,
+        cert_reqs=ssl.CERT_REQUIRED,
+    )
+
+
+def _reason(error: BaseException) -> int | None:
+    """The MQTT reason code in aiomqtt's ``error`` or what caused it, if any."""
+    seen: BaseException | None = error
+    while seen is not None:
+        code = getattr(seen, "rc", None)
+        if code is not None:
+            value = getattr(code, "value", code)
+            return value if isinstance(value, int) else None
+        seen = seen.__cause__ or seen.__context__
+    return None

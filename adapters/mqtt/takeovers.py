@@ -35,10 +35,11 @@ class Takeovers:
     def connected(self) -> None:
         self._since = time.monotonic()
 
-    def lost(self, error: BaseException) -> SourceConflictError | None:
-        """The conflict to stop with, if ``error`` shows one."""
+    def lost(self, reason: int | None) -> SourceConflictError | None:
+        """The conflict to stop with, if a loss (with the broker's MQTT
+        ``reason`` code, if any) shows one."""
         since, self._since = self._since, None
-        if _reason(error) == SESSION_TAKEN_OVER:
+        if reason == SESSION_TAKEN_OVER:
             return self._conflict("the broker said: reason 142, session taken over")
         if since is not None and time.monotonic() - since < self.QUICK_S:
             self._quick += 1
@@ -59,14 +60,3 @@ class Takeovers:
             "its own [mqtt] client_id (e.g. SCORIO_MONITOR_MQTT_CLIENT_ID), or "
             "put {pid} in it for a per-process id without a persistent session"
         )
-
-
-def _reason(error: BaseException) -> object:
-    """The MQTT reason code in ``error`` or what caused it, if any."""
-    seen: BaseException | None = error
-    while seen is not None:
-        code = getattr(seen, "rc", None)
-        if code is not None:
-            return getattr(code, "value", code)
-        seen = seen.__cause__ or seen.__context__
-    return None
