@@ -23,7 +23,8 @@ import numpy as np
 
 from monitor.engine.scoring import ResultsMatrix
 from monitor.feeds.files import CategoryMap, Item, Located
-from monitor.schema import Rejection
+from monitor.inputs.decode import decode_object
+from monitor.schema import Rejection, TrialEvent
 
 RowFormat: TypeAlias = Literal["csv", "jsonl"]
 
@@ -199,6 +200,8 @@ def _row(
         fields["run"] = mapping.run
     if mapping.model is not None:
         fields["model"] = mapping.model
+    # A row file's missing columns, all named at once (the decoder would name
+    # the first); every other problem is the decoder's to word.
     missing = [
         name
         for name in ("model", "question", "trial")
@@ -206,20 +209,38 @@ def _row(
     ]
     if missing:
         return RowError(line, f"missing field(s): {', '.join(missing)}")
-    category = (
-        _category(fields)
-        if mapping.values is None
-        else _mapped_category(fields, mapping.values)
-    )
-    if isinstance(category, str):
-        return RowError(line, category)
+    if mapping.values is not None:
+        category = _mapped_category(fields, mapping.values)
+        if isinstance(category, str):
+            return RowError(line, category)
+        outcome: dict[str, object] = {"category": category}
+    else:
+        outcome = _outcome(fields)
+    # The row as a trial event (ids as text, an empty cell absent), checked
+    # by the one decoder: a bad row gets the contract's words.
+    event: dict[str, object] = {"run": _text(fields.get("run")) or default_run}
+    for name in ("model", "question", "trial"):
+        value = _text(fields.get(name))
+        if value is not None:
+            event[name] = value
+    decoded = decode_object({**event, **outcome})
+    if isinstance(decoded, Rejection):
+        return RowError(line, decoded.reason)
     return TrialRow(
-        run=str(fields.get("run") or default_run),
-        model=str(fields["model"]),
-        question=str(fields["question"]),
-        trial=str(fields["trial"]),
-        category=category,
+        run=decoded.run,
+        model=decoded.model,
+        question=decoded.question,
+        trial=decoded.trial,
+        category=decoded.outcome
+        if isinstance(decoded, TrialEvent)
+        else decoded.category,
     )
+
+
+def _text(value: object) -> str | None:
+    if value is None or value == "":
+        return None
+    return value if isinstance(value, str) else str(value)
 
 
 def _lookup(record: Mapping[str, object], name: str) -> object:
@@ -246,26 +267,24 @@ def _mapped_category(fields: Mapping[str, object], values: CategoryMap) -> int |
     return category
 
 
-def _category(fields: Mapping[str, object]) -> int | str:
-    """The row's category, or a reason why it has none."""
+def _outcome(fields: Mapping[str, object]) -> dict[str, object]:
+    """The row's outcome as the contract's field, translated from text cells.
+
+    A value that does not translate stays as it came, and no outcome stays
+    absent: the decoder words either refusal, as for any other source.
+    """
     value = fields.get("category")
     if value in (None, "") and "correct" in fields:
         correct = fields["correct"]
-        if isinstance(correct, bool):
-            return int(correct)
-        if str(correct).strip().lower() in ("true", "1"):
-            return 1
-        if str(correct).strip().lower() in ("false", "0"):
-            return 0
-        return f"correct must be true or false; got {correct!r}"
+        text = str(correct).strip().lower()
+        if isinstance(correct, bool) or text not in ("true", "1", "false", "0"):
+            return {"correct": correct}
+        return {"correct": text in ("true", "1")}
     if value in (None, ""):
-        return "missing field: category (or correct)"
-    if isinstance(value, bool):
-        return f"category must be an integer; got {value!r}"
-    try:
-        number = int(str(value))
-    except ValueError:
-        return f"category must be an integer; got {value!r}"
-    if number < 0:
-        return f"category must be >= 0; got {number}"
-    return number
+        return {}
+    if isinstance(value, str):
+        try:
+            return {"category": int(value)}
+        except ValueError:
+            return {"category": value}
+    return {"category": value}

@@ -20,6 +20,7 @@ from adapters.results_files import (
 from monitor import Monitor, Rejection
 from monitor.engine.scoring import ResultsMatrix
 from monitor.feeds.files import CategoryMap, Located, ingest_matrix
+from monitor.inputs.decode import decode_object
 from tests.helpers import trial_results
 
 INSPECT_LIKE = RowMapping(
@@ -171,3 +172,22 @@ def test_npz_categories_outside_the_run_are_dead_lettered() -> None:
     assert report.accepted == 5
     (rejection,) = report.rejected
     assert "category 2" in rejection.reason
+
+
+@pytest.mark.parametrize(
+    ("cell", "field"),
+    [("correct", "maybe"), ("correct", "2"), ("category", "one"), ("category", "-1")],
+)
+def test_a_bad_row_value_gets_the_decoders_words(
+    tmp_path: Path, cell: str, field: str
+) -> None:
+    path = tmp_path / "rows.csv"
+    path.write_text(f"model,question,trial,{cell}\na,1,1,{field}\n")
+    (row,) = read_trial_rows(path, kind="csv")
+    value: object = int(field) if field.lstrip("-").isdigit() else field
+    if cell == "correct":
+        value = field
+    event = {"run": "rows", "model": "a", "question": "1", "trial": "1", cell: value}
+    decoded = decode_object(event)
+    assert isinstance(row, RowError) and isinstance(decoded, Rejection)
+    assert row.reason == decoded.reason
