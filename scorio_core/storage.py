@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from scorio_core import _validation as check
-from scorio_core.count_kernels import row_terms
+from scorio_core.count_kernels import row_terms, set_rows, split_pieces
 from scorio_core.posterior import ScaledWeights, row_term
 from scorio_core.question_index import QuestionIndex
 
@@ -128,6 +128,44 @@ class CountStorage:
         """The tables, in layer order."""
         return tuple(self._tables)
 
+    # -- internal to scorio_core: what the tables read and call ---------------
+
+    @property
+    def weights(self) -> NDArray[np.float64]:
+        """The tables' category weights (read-only)."""
+        return self._weights
+
+    @property
+    def scaled(self) -> ScaledWeights:
+        """The weights rescaled to the unit interval (internal to scorio_core)."""
+        return self._scaled
+
+    @property
+    def declared_count(self) -> int | None:
+        """The declared ``M``, ``None`` for open tables."""
+        return self._declared_count
+
+    @property
+    def empty_terms(self) -> tuple[float, float]:
+        """Posterior mean and variance terms of a row without trials."""
+        return self._empty_mean, self._empty_variance
+
+    def layer_arrays(self, layer: int) -> tuple[NDArray[Any], ...]:
+        """Views of one layer (internal to scorio_core): observed and prior
+        counts, row totals, mean and variance terms."""
+        return (
+            self._observed[layer],
+            self._prior[layer],
+            self._row_trials[layer],
+            self._means[layer],
+            self._variances[layer],
+        )
+
+    def take_rows(self, count: int) -> None:
+        """Room for ``count`` rows of the index (internal to scorio_core)."""
+        if count > self._capacity:
+            self._grow_rows(count)
+
     def _allocate(self, layers: int, capacity: int) -> None:
         """(Re)allocate for ``layers`` x ``capacity`` rows, keeping the rows held."""
         width = self._width
@@ -158,10 +196,11 @@ class CountStorage:
     def _reattach(self) -> None:
         """Point every table at its layer of the (new) arrays."""
         for table in self._tables:
-            table._attach()
+            table.attach()
 
-    def _join(self, table: CountTable) -> int:
-        """A layer for a new table: the layers grow by half when full."""
+    def join(self, table: CountTable) -> int:
+        """A layer for a new table (internal to scorio_core): the layers
+        grow by half when full."""
         layer = len(self._tables)
         layers = self._means.shape[0]
         if layer == layers:
@@ -194,7 +233,7 @@ class CountStorage:
         del self._observed, self._prior, self._row_trials, self._means
         del self._variances
         for table in self._tables:
-            table._detach()
+            table.detach()
         grown = True
         try:
             for buffer, (kind, shape) in zip(maps, shapes, strict=True):
@@ -222,8 +261,9 @@ class CountStorage:
             capacity = max(count, min(capacity, self._declared_count))
         self._allocate(self._means.shape[0], capacity)
 
-    def _widen_counts(self, prior: bool, values: ArrayLike) -> None:
-        """Give every layer's observed (or prior) counts a type for ``values``."""
+    def widen_counts(self, prior: bool, values: ArrayLike) -> None:
+        """Give every layer's observed (or prior) counts a type for ``values``
+        (internal to scorio_core)."""
         if prior:
             held = _holding(self._prior, values)
             changed, self._prior = held is not self._prior, held
@@ -233,12 +273,47 @@ class CountStorage:
         if changed:
             self._reattach()
 
-    def _widen_trials(self, values: ArrayLike) -> None:
-        """Give every layer's row totals a type for ``values``."""
+    def widen_trials(self, values: ArrayLike) -> None:
+        """Give every layer's row totals a type for ``values`` (internal to
+        scorio_core)."""
         held = _holding(self._row_trials, values)
         if held is not self._row_trials:
             self._row_trials = held
             self._reattach()
+
+    def add_rows(
+        self,
+        table: CountTable,
+        rows: NDArray[np.int64],
+        deltas: NDArray[np.int64],
+        prior: bool,
+    ) -> None:
+        """Add checked deltas to existing rows of one table and move its sums
+        (internal to scorio_core: the one-table batch of :mod:`count_batch`)."""
+        size = table.take_rows()
+        layer = table.layer
+        stored = self._prior[layer] if prior else self._observed[layer]
+        counts = stored[rows].astype(np.int64) + deltas
+        if counts.size and int(counts.max()) > max_of(stored.dtype):
+            self.widen_counts(prior, int(counts.max()))
+            stored = self._prior[layer] if prior else self._observed[layer]
+        stored[rows] = counts
+        trials = deltas.sum(axis=1)
+        if not prior:
+            row_trials = self._row_trials[layer][rows].astype(np.int64) + trials
+            self.widen_trials(row_trials)
+            self._row_trials[layer][rows] = row_trials
+        # Observed + prior counts + 1 (as the table's nu), from the counts made.
+        other = self._observed[layer] if prior else self._prior[layer]
+        nu = other[rows] + counts + 1
+        means, variances = row_terms(nu, self._scaled)
+        held_means, held_variances = self._means[layer], self._variances[layer]
+        mean_change = float((means - held_means[rows]).sum())
+        variance_change = float((variances - held_variances[rows]).sum())
+        held_means[rows] = means
+        held_variances[rows] = variances
+        updates = _batch_updates(len(rows), size)
+        table.move_sums(int(trials.sum()), mean_change, variance_change, updates, prior)
 
     def add_counts(
         self,
@@ -267,7 +342,7 @@ class CountStorage:
             ValueError: when a count would become negative (none changed)
                 or a table is not on this storage.
         """
-        if any(table._storage is not self for table in tables):
+        if any(table.storage is not self for table in tables):
             raise ValueError("every table must be on this storage")
         if sum(sizes) != len(rows) or deltas.shape != (len(rows), self._width):
             raise ValueError(
@@ -284,7 +359,7 @@ class CountStorage:
             self._add(tables, sizes, rows, deltas, prior)
             return
         ends = [0, *itertools.accumulate(sizes)]
-        pieces = _pieces(sizes, _TOGETHER_ROWS)
+        pieces = split_pieces(sizes, _TOGETHER_ROWS)
         if len(pieces) > 1 and int(deltas.min()) < 0:
             # A piece is written before the next is checked: check all first.
             for first, last in pieces:
@@ -319,11 +394,10 @@ class CountStorage:
         """One pass of :meth:`add_counts` (or its check only)."""
         count = len(self._index)
         for table in tables:
-            if table._size != count:
-                table._take_rows()  # may grow the arrays: before the indices
+            table.take_rows()  # may grow the arrays: before the indices
         width = self._width
         # Each row's position in the layers x capacity arrays.
-        offsets = [table._layer * self._capacity for table in tables]
+        offsets = [table.layer * self._capacity for table in tables]
         flat = rows + np.repeat(np.array(offsets), np.array(sizes))
         stored = self._prior if prior else self._observed
         # take: a fifth of the cost of indexing rows of a 2-D array.
@@ -336,7 +410,7 @@ class CountStorage:
             return
         # Observed + prior counts + 1 (as _nu), from the counts just made;
         # observed counts only when no table has prior rows (all zero).
-        if prior or any([table._prior_trial_count for table in tables]):
+        if prior or any([table.prior_trial_count for table in tables]):
             other = self._observed if prior else self._prior
             nu = other.reshape(-1, width).take(flat, axis=0) + counts + 1
         else:
@@ -350,9 +424,9 @@ class CountStorage:
         trial_changes = np.add.reduceat(deltas, starts).sum(axis=1)
         top_count = int(counts.max())
         if top_count > max_of(stored.dtype):
-            self._widen_counts(prior, top_count)
+            self.widen_counts(prior, top_count)
             stored = self._prior if prior else self._observed
-        _set_rows(stored, flat, counts)
+        set_rows(stored, flat, counts)
         if not prior:
             # Observed trials per row: the sum of its observed counts (a
             # column at a time: NumPy sums a short row slowly).
@@ -361,7 +435,7 @@ class CountStorage:
                 row_trials += counts[:, category]
             top_trials = int(row_trials.max())
             if top_trials > max_of(self._row_trials.dtype):
-                self._widen_trials(top_trials)
+                self.widen_trials(top_trials)
             self._row_trials.reshape(-1)[flat] = row_trials
         self._means.reshape(-1)[flat] = means
         self._variances.reshape(-1)[flat] = variances
@@ -373,33 +447,10 @@ class CountStorage:
             variance_changes.tolist(),
             strict=True,
         ):
-            if prior:
-                table._prior_trial_count += trials
-            else:
-                table._trial_count += trials
-            table._mean_sum += mean_change
-            table._variance_sum += variance_change
-            table._synced = False
-            # _batch_updates, inline (a call per table costs more than this).
-            table._resync_countdown -= 1 + size * size // table._size
-            if table._resync_countdown <= 0:
-                table.resync()
-
-
-def _pieces(sizes: Sequence[int], rows: int) -> list[tuple[int, int]]:
-    """Consecutive tables in pieces of about ``rows`` rows (a larger one alone).
-
-    Each piece as (first, end) positions in ``sizes``.
-    """
-    bounds: list[int] = []
-    held = rows
-    for position, size in enumerate(sizes):
-        if held + size > rows:
-            bounds.append(position)
-            held = 0
-        held += size
-    bounds.append(len(sizes))
-    return list(itertools.pairwise(bounds))
+            # Every table has taken the index's rows: its size is ``count``.
+            table.move_sums(
+                trials, mean_change, variance_change, 1 + size * size // count, prior
+            )
 
 
 def _zeros(shape: tuple[int, ...], kind: np.dtype[Any], mapped: bool) -> NDArray[Any]:
@@ -433,20 +484,6 @@ def _map_of(array: NDArray[Any]) -> mmap.mmap | None:
     return base if isinstance(base, mmap.mmap) else None
 
 
-def _set_rows(
-    stored: NDArray[np.integer], flat: NDArray[np.int64], counts: NDArray[np.int64]
-) -> None:
-    """Set rows of ``stored`` (flat row positions) to ``counts`` (as fit).
-
-    Each row seen as one opaque element of its bytes: a fifth of the cost
-    of setting rows of a 2-D array (or its cells through flat indices).
-    """
-    width = stored.shape[-1]
-    row = np.dtype((np.void, width * stored.itemsize))
-    values = counts.astype(stored.dtype).view(row).reshape(-1)
-    stored.reshape(-1, width).view(row).reshape(-1)[flat] = values
-
-
 def check_member(
     storage: CountStorage,
     w: ArrayLike,
@@ -454,14 +491,14 @@ def check_member(
     index: QuestionIndex | None,
 ) -> None:
     """Raise unless a table of these arguments fits the storage's tables."""
-    if not np.array_equal(check.weights(w), storage._weights):
+    if not np.array_equal(check.weights(w), storage.weights):
         raise ValueError("a table's weights must be its storage's")
-    if question_count != storage._declared_count:
+    if question_count != storage.declared_count:
         raise ValueError(
             f"a table's question_count ({question_count}) must be its storage's "
-            f"({storage._declared_count})"
+            f"({storage.declared_count})"
         )
-    if index is not None and index is not storage._index:
+    if index is not None and index is not storage.index:
         raise ValueError("a table's question index must be its storage's")
 
 
