@@ -13,7 +13,7 @@ through its public surface and the package-internal ``storage``,
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,12 +33,21 @@ if TYPE_CHECKING:
 Part = tuple["CountTable", NDArray[np.int64], NDArray[np.int64]]
 
 
+def declare(table: CountTable, questions: Iterable[Hashable]) -> None:
+    """Register questions before any trial (they contribute their prior)."""
+    known = table.storage.index.rows
+    for question in questions:
+        if question not in known:
+            table.add_row(question)
+
+
 def update_many(
     table: CountTable,
     questions: Sequence[Hashable],
     categories: ArrayLike,
-    deltas: ArrayLike | None,
-    prior: bool,
+    deltas: ArrayLike | None = None,
+    *,
+    prior: bool = False,
 ) -> None:
     """Vectorized :meth:`CountTable.update` of many trials; all or nothing.
 
@@ -70,7 +79,11 @@ def update_many(
 
 
 def add_counts(
-    table: CountTable, questions: Sequence[Hashable], deltas: ArrayLike, prior: bool
+    table: CountTable,
+    questions: Sequence[Hashable],
+    deltas: ArrayLike,
+    *,
+    prior: bool = False,
 ) -> None:
     """Add count deltas per question and category; all or nothing.
 
@@ -125,7 +138,11 @@ def apply_aggregated(
 
 
 def add_row_counts(
-    table: CountTable, rows: NDArray[np.int64], deltas: NDArray[np.int64], prior: bool
+    table: CountTable,
+    rows: NDArray[np.int64],
+    deltas: NDArray[np.int64],
+    *,
+    prior: bool,
 ) -> None:
     """:func:`add_counts` by row of the shared question index; all or nothing.
 
@@ -137,7 +154,7 @@ def add_row_counts(
     table.storage.add_rows(table, rows, deltas, prior)
 
 
-def add_row_counts_together(parts: Sequence[Part], prior: bool) -> None:
+def add_row_counts_together(parts: Sequence[Part], *, prior: bool) -> None:
     """:func:`add_row_counts` of several tables in one pass; all or nothing.
 
     ``parts``: (table, rows, deltas) of distinct tables. Tables on one
@@ -151,7 +168,7 @@ def add_row_counts_together(parts: Sequence[Part], prior: bool) -> None:
         return
     if len(parts) == 1:
         table, rows, deltas = parts[0]
-        add_row_counts(table, rows, deltas, prior)
+        add_row_counts(table, rows, deltas, prior=prior)
         return
     groups: dict[int, list[Part]] = {}
     for part in parts:

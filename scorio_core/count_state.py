@@ -26,7 +26,10 @@ if TYPE_CHECKING:
 
 
 def from_matrix(
-    kind: type[CountTable], R: ArrayLike, w: ArrayLike | None, R0: ArrayLike | None
+    kind: type[CountTable],
+    R: ArrayLike,
+    w: ArrayLike | None = None,
+    R0: ArrayLike | None = None,
 ) -> CountTable:
     """A ``kind`` table of an ``M x N`` results matrix; questions ``0..M-1``."""
     results = check.outcome_matrix(R, "R")

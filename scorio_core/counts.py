@@ -20,6 +20,16 @@ when needed, not stored: 100 models x 10,000 questions x 8 categories take
 numbered once for all models; a row another table added is empty here
 until this table touches it.
 
+The table keeps the streaming path (:meth:`CountTable.update`) and the
+O(1) reads; its other methods delegate to functions of one concern each:
+the constructors to :mod:`scorio_core.count_state`, the batch path to
+:mod:`scorio_core.count_batch` (the arithmetic on the rows is
+:meth:`CountStorage.add_rows`), the O(M) reads to
+:mod:`scorio_core.count_reads`. Those read the table through a small
+package-internal surface (no leading underscore, internal to scorio_core):
+``storage``, ``layer``, ``attach``, ``detach``, ``take_rows``, ``add_row``
+and ``move_sums``. Only the class's methods read its underscored state.
+
 The tables of a run are layers of one
 :class:`~scorio_core.storage.CountStorage` (see there): a table reads and
 writes its layer through views, as a table of its own would, and a batch of
@@ -46,19 +56,17 @@ as stated for any mix of single updates and batches.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable
 from typing import Final, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from scorio_core import _validation as check
-from scorio_core import count_batch, count_state
+from scorio_core import count_batch, count_reads, count_state
 from scorio_core.count_kernels import (
     category_counts,
     is_category,
-    observed_average,
-    readonly,
 )
 from scorio_core.posterior import (
     Posterior,
@@ -87,14 +95,8 @@ class CountTable:
             layer of it (its index, weights and question count must be
             these); ``None``: a storage of the table's own.
 
-    The streaming path (:meth:`update`) and the reads are here; the
-    constructors are in :mod:`scorio_core.count_state`, the batch path in
-    :mod:`scorio_core.count_batch` (the methods delegate), the batch
-    arithmetic on the rows in :mod:`scorio_core.storage` and the whole-array
-    kernels in :mod:`scorio_core.count_kernels`. Internal to scorio_core
-    (what those modules use, not for callers): :attr:`storage`,
-    :attr:`layer`, :meth:`attach`, :meth:`detach`, :meth:`take_rows`,
-    :meth:`add_row` and :meth:`move_sums`.
+    Its members past ``# -- internal to scorio_core`` are for the modules
+    the table's methods delegate to (see the module doc), not for callers.
 
     Examples:
         >>> table = CountTable([0.0, 1.0], question_count=2)
@@ -111,10 +113,8 @@ class CountTable:
         "_declared_count",
         "_empty_mean",
         "_empty_variance",
-        "_index",
         "_layer",
         "_mean_sum",
-        "_means",
         "_means_view",
         "_observed",
         "_observed_view",
@@ -123,7 +123,6 @@ class CountTable:
         "_prior_view",
         "_questions",
         "_resync_countdown",
-        "_row_trials",
         "_row_trials_view",
         "_rows",
         "_scaled",
@@ -132,24 +131,9 @@ class CountTable:
         "_synced",
         "_trial_count",
         "_variance_sum",
-        "_variances",
         "_variances_view",
-        "_weights",
         "_width",
     )
-
-    # The table's layer of its storage's arrays (see the module doc); the
-    # memoryviews alias them. Count arrays have one of the _COUNT_TYPES.
-    _observed: NDArray[np.integer]
-    _prior: NDArray[np.integer]
-    _row_trials: NDArray[np.integer]
-    _means: NDArray[np.float64]
-    _variances: NDArray[np.float64]
-    _observed_view: memoryview
-    _prior_view: memoryview
-    _row_trials_view: memoryview
-    _means_view: memoryview[float]
-    _variances_view: memoryview[float]
 
     def __init__(
         self,
@@ -164,14 +148,12 @@ class CountTable:
         else:
             check_member(storage, w, question_count, index)
         self._storage = storage
-        self._weights = storage.weights
         self._scaled = storage.scaled
         self._declared_count = storage.declared_count
         self._width = storage.weights.size
-        self._index = storage.index
         # Aliases of the index's numbering (read only here).
-        self._rows = self._index.rows
-        self._questions = self._index.questions
+        self._rows = storage.index.rows
+        self._questions = storage.index.questions
         # Rows the sums take in; the index's later rows are empty.
         self._size = 0
         self._trial_count = 0
@@ -184,53 +166,15 @@ class CountTable:
         self._layer = storage.join(self)
         self.attach()
 
-    # -- construction --------------------------------------------------------
+    # -- construction (scorio_core.count_state) ------------------------------
 
-    @classmethod
-    def from_matrix(
-        cls, R: ArrayLike, w: ArrayLike | None = None, R0: ArrayLike | None = None
-    ) -> CountTable:
-        """Build from an ``M x N`` results matrix; questions are ``0..M-1``."""
-        return count_state.from_matrix(cls, R, w, R0)
-
-    @classmethod
-    def from_state(
-        cls,
-        w: ArrayLike,
-        questions: Sequence[Hashable],
-        observed: ArrayLike,
-        prior: ArrayLike | None = None,
-        question_count: int | None = None,
-        *,
-        index: QuestionIndex | None = None,
-        storage: CountStorage | None = None,
-    ) -> CountTable:
-        """Rebuild from stored sufficient statistics (counts per question).
-
-        Arguments as :func:`scorio_core.count_state.from_state` says.
-        """
-        return count_state.from_state(
-            cls,
-            w,
-            questions,
-            observed,
-            prior,
-            question_count,
-            index=index,
-            storage=storage,
-        )
-
-    def copy(self) -> CountTable:
-        """An independent copy (with its own question numbering)."""
-        return count_state.copy(self)
+    from_matrix = classmethod(count_state.from_matrix)
+    from_state = classmethod(count_state.from_state)
+    copy = count_state.copy
 
     # -- updates ---------------------------------------------------------------
 
-    def declare(self, questions: Iterable[Hashable]) -> None:
-        """Register questions before any trial (they contribute their prior)."""
-        for question in questions:
-            if question not in self._rows:
-                self.add_row(question)
+    declare = count_batch.declare
 
     def update(
         self, question: Hashable, category: int, delta: int = 1, *, prior: bool = False
@@ -315,66 +259,17 @@ class CountTable:
         if self._resync_countdown <= 0:
             self.resync()
 
-    def update_many(
-        self,
-        questions: Sequence[Hashable],
-        categories: ArrayLike,
-        deltas: ArrayLike | None = None,
-        *,
-        prior: bool = False,
-    ) -> None:
-        """Vectorized :meth:`update` of many trials; all or nothing.
-
-        The deltas are aggregated per question and category first, so a batch
-        costs O(len(batch) + distinct questions x C).
-        """
-        count_batch.update_many(self, questions, categories, deltas, prior)
-
-    def add_counts(
-        self, questions: Sequence[Hashable], deltas: ArrayLike, *, prior: bool = False
-    ) -> None:
-        """Add count deltas per question and category; all or nothing.
-
-        Args:
-            questions: Distinct question ids, one per row of ``deltas``.
-            deltas: ``len(questions) x (C+1)`` integer changes (negative to
-                retract), e.g. a batch already summed per question.
-        """
-        count_batch.add_counts(self, questions, deltas, prior)
-
-    def add_row_counts(
-        self, rows: NDArray[np.int64], deltas: NDArray[np.int64], *, prior: bool
-    ) -> None:
-        """:meth:`add_counts` by distinct rows of the shared question index
-        (:func:`scorio_core.count_batch.add_row_counts`); all or nothing."""
-        count_batch.add_row_counts(self, rows, deltas, prior)
-
-    @staticmethod
-    def add_row_counts_together(
-        parts: Sequence[tuple[CountTable, NDArray[np.int64], NDArray[np.int64]]],
-        *,
-        prior: bool,
-    ) -> None:
-        """:meth:`add_row_counts` of several tables (``parts``: table, rows,
-        deltas) in one pass, all or nothing
-        (:func:`scorio_core.count_batch.add_row_counts_together`)."""
-        count_batch.add_row_counts_together(parts, prior)
-
-    def merge(self, other: CountTable) -> None:
-        """Fold in another table's counts (e.g. a shard from another worker).
-
-        Raises:
-            ValueError: when the weights or declared question counts differ.
-        """
-        count_batch.merge(self, other)
+    # The batch path (scorio_core.count_batch).
+    update_many = count_batch.update_many
+    add_counts = count_batch.add_counts
+    add_row_counts = count_batch.add_row_counts
+    add_row_counts_together = staticmethod(count_batch.add_row_counts_together)
+    merge = count_batch.merge
 
     @property
     def is_synced(self) -> bool:
-        """Whether the sums are exact (no update since the last resync).
-
-        A synced table's ``mu`` and ``sigma`` depend on its counts only, not
-        on the order the updates came in, to the last bit.
-        """
+        """Whether the sums are exact (no update since the last resync): then
+        ``mu`` and ``sigma`` depend on the counts only, not their order."""
         return self._synced and self._size == len(self._questions)
 
     def resync(self) -> None:
@@ -391,7 +286,7 @@ class CountTable:
     @property
     def weights(self) -> NDArray[np.float64]:
         """The category weights (read-only)."""
-        return self._weights
+        return self._storage.weights
 
     @property
     def category_count(self) -> int:
@@ -428,57 +323,27 @@ class CountTable:
     @property
     def observed_counts(self) -> NDArray[np.int64]:
         """``rows x (C+1)`` observed counts, rows in :attr:`questions` order."""
-        size = self.take_rows()
-        return readonly(self._observed[:size].astype(np.int64))
+        return count_reads.observed_counts(self)
 
     @property
     def prior_counts(self) -> NDArray[np.int64]:
         """``rows x (C+1)`` prior-outcome counts."""
-        size = self.take_rows()
-        return readonly(self._prior[:size].astype(np.int64))
-
-    def count_views(self) -> tuple[NDArray[np.integer], NDArray[np.integer]]:
-        """Observed and prior counts as stored, without a copy.
-
-        Read-only views in the table's count type (as narrow as uint8, so
-        do arithmetic in a wider type); they change with the table. For
-        reads over many tables at once, where int64 copies would take eight
-        times the memory.
-        """
-        size = self.take_rows()
-        observed, prior = self._observed[:size].view(), self._prior[:size].view()
-        observed.setflags(write=False)
-        prior.setflags(write=False)
-        return observed, prior
+        return count_reads.prior_counts(self)
 
     @property
     def question_trials(self) -> NDArray[np.int64]:
         """Observed trials per question, in :attr:`questions` order."""
-        size = self.take_rows()
-        return readonly(self._row_trials[:size].astype(np.int64))
+        return count_reads.question_trials(self)
 
-    def trials_for(self, questions: Sequence[Hashable]) -> list[int]:
-        """Observed trials of each given question (0 for unseen ones)."""
-        self.take_rows()
-        rows, trials = self._rows, self._row_trials_view
-        return [trials[rows[q]] if q in rows else 0 for q in questions]
-
-    def trials_array(self, questions: Sequence[Hashable]) -> NDArray[np.int64]:
-        """:meth:`trials_for` as a new array; a copy of the row totals when the
-        table's rows are ``questions`` in order (a declared run's tables)."""
-        rows = self.take_rows()
-        size = len(questions)
-        if size <= rows and self._questions[:size] == list(questions):
-            return self._row_trials[:size].astype(np.int64)
-        return np.array(self.trials_for(questions), dtype=np.int64)
+    # O(M) reads (scorio_core.count_reads).
+    count_views = count_reads.count_views
+    trials_for = count_reads.trials_for
+    trials_array = count_reads.trials_array
 
     @property
     def least_question_trials(self) -> int:
         """Fewest observed trials on any of the ``M`` questions (0 if any unseen)."""
-        size = self.take_rows()
-        if not size or self.question_count > size:
-            return 0
-        return int(self._row_trials[:size].min())
+        return count_reads.least_question_trials(self)
 
     def counts(self, question: Hashable) -> tuple[int, ...]:
         """Observed counts per category of one question (zeros if unseen)."""
@@ -511,24 +376,9 @@ class CountTable:
 
     @property
     def unit_variance(self) -> float:
-        r"""Variance of the score with one unit of information per question.
-
-        Each question's posterior variance is ``s_a^2 / (T_a + 1)``, with
-        ``s_a^2`` the variance of one more outcome and ``T_a`` its Dirichlet
-        total; this is :math:`\text{scale}^2 \sum_a s_a^2 / M^2`, so
-        ``unit_variance / sigma**2`` is the model's variance-weighted
-        information (prior included). O(M), read when a look needs it.
-        """
-        size = self.take_rows()
-        declared = self._declared_count or max(size, 1)
-        # T_a + 1 = trials + prior outcomes + the C+1 uniform prior counts + 1.
-        totals = self._row_trials[:size].astype(np.int64) + (self._width + 1)
-        if self._prior_trial_count:
-            totals = totals + self._prior[:size].sum(axis=1, dtype=np.int64)
-        spread = self._variances[:size] * totals
-        unseen = (declared - size) * self._empty_variance * (self._width + 1)
-        total = float(spread.sum()) + unseen
-        return self._scaled.scale**2 * max(total, 0.0) / declared**2
+        """Variance of the score with one unit of information per question
+        (:func:`scorio_core.count_reads.unit_variance`)."""
+        return count_reads.unit_variance(self)
 
     def interval(
         self, confidence: float = 0.95, bounds: tuple[float, float] | None = None
@@ -544,27 +394,15 @@ class CountTable:
 
     @property
     def avg(self) -> tuple[float, float]:
-        r"""avg@N and its Bayesian standard deviation ``sigma_a``.
-
-        For rectangular data this is the paper's eq. 19-20:
-        :math:`a` = mean observed weight, :math:`\sigma_a = (T/N)\sigma`.
-        With uneven counts, ``a`` is the mean over questions with at least one
-        observed trial of each question's observed mean, and
-        :math:`\sigma_a = \frac{1}{M'}\sqrt{\sum_a (T_a/n_a)^2 \mathrm{Var}_a}`
-        over those ``M'`` questions, which reduces to eq. 20 when every
-        question has the same ``N`` and no prior outcomes.
+        """avg@N and its Bayesian standard deviation ``sigma_a``
+        (:func:`scorio_core.count_reads.average`).
 
         Raises:
             ValueError: when no trial has been observed.
         """
-        size = self.take_rows()
-        return observed_average(
-            self._observed[:size], self._prior[:size], self._variances, self._scaled
-        )
+        return count_reads.average(self)
 
-    # -- internals -------------------------------------------------------------
-
-    # The table's package-internal surface (see the class docstring).
+    # -- internal to scorio_core (see the module doc) --------------------------
 
     @property
     def storage(self) -> CountStorage:
@@ -577,25 +415,20 @@ class CountTable:
         return self._layer
 
     def attach(self) -> None:
-        """Point at the table's layer of the storage's (new) arrays."""
+        """Point at the table's layer of the storage's (new) arrays, and at
+        flat memoryviews of them: the cheapest one-cell indexing."""
         arrays = self._storage.layer_arrays(self._layer)
-        self._observed, self._prior, self._row_trials = arrays[:3]
-        self._means, self._variances = arrays[3:]
-        self._refresh_views()
+        self._observed, self._prior = arrays.observed, arrays.prior
+        self._observed_view = self._observed.reshape(-1).data
+        self._prior_view = self._prior.reshape(-1).data
+        self._row_trials_view = arrays.row_trials.data
+        self._means_view = cast("memoryview[float]", arrays.means.data)
+        self._variances_view = cast("memoryview[float]", arrays.variances.data)
 
     def detach(self) -> None:
         """Drop the views of the storage's arrays (they are about to move)."""
-        del self._observed, self._prior, self._row_trials, self._means
-        del self._variances, self._observed_view, self._prior_view
+        del self._observed, self._prior, self._observed_view, self._prior_view
         del self._row_trials_view, self._means_view, self._variances_view
-
-    def _refresh_views(self) -> None:
-        """Flat memoryviews of the arrays: the cheapest one-cell indexing."""
-        self._observed_view = self._observed.reshape(-1).data
-        self._prior_view = self._prior.reshape(-1).data
-        self._row_trials_view = self._row_trials.data
-        self._means_view = cast("memoryview[float]", self._means.data)
-        self._variances_view = cast("memoryview[float]", self._variances.data)
 
     def _nu(self, rows: int | NDArray[np.int64]) -> NDArray[np.int64]:
         """Dirichlet parameters of rows: observed + prior counts + 1."""
@@ -605,11 +438,8 @@ class CountTable:
         return nu
 
     def take_rows(self) -> int:
-        """Take in the index's rows added since (by this table or another).
-
-        They hold no trials here, so each adds the empty terms to the sums.
-        Returns the number of rows.
-        """
+        """Take in the index's rows added since (by any table; no trials here:
+        each adds the empty terms to the sums). Returns the number of rows."""
         count = len(self._questions)
         added = count - self._size
         if added:
@@ -622,15 +452,12 @@ class CountTable:
 
     def add_row(self, question: Hashable) -> int:
         """Number a new question (in the shared index) and take its row in."""
-        if (
-            self._declared_count is not None
-            and len(self._questions) >= self._declared_count
-        ):
+        declared = self._declared_count
+        if declared is not None and len(self._questions) >= declared:
             raise ValueError(
-                f"question {question!r} would exceed "
-                f"question_count={self._declared_count}"
+                f"question {question!r} would exceed question_count={declared}"
             )
-        row = self._index.add(question)
+        row = self._storage.index.add(question)
         self.take_rows()
         return row
 

@@ -14,7 +14,13 @@ not fit widens the count type of every layer. A storage of a MB or more
 lives in private anonymous memory maps: layers no table has yet take no
 memory, layers are added in place (mremap, no second copy at the peak), and
 the pages of a replaced array go back to the system. The memory handling
-(count types, maps) and the drift accounting of a batch live here too.
+(count types, maps) and the drift accounting of a batch live here too, as
+does the batch arithmetic of one table (:meth:`CountStorage.add_rows`).
+The members documented as internal to scorio_core (``weights``,
+``scaled``, ``declared_count``, ``empty_terms``, ``layer_arrays``,
+``join``, ``take_rows``, ``widen_counts``, ``widen_trials``, ``add_rows``)
+are what the tables and their batch functions use instead of the
+storage's underscored state.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import itertools
 import math
 import mmap
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -47,6 +53,16 @@ _MAPPED_BYTES: Final = 1 << 20
 # Their largest values (np.iinfo builds an object per call: a batch's
 # tables asked 20 times per call).
 _COUNT_MAX: Final = {np.dtype(kind): int(np.iinfo(kind).max) for kind in _COUNT_TYPES}
+
+
+class LayerArrays(NamedTuple):
+    """One table's layer of a storage's arrays: views, rows x ... each."""
+
+    observed: NDArray[np.integer]
+    prior: NDArray[np.integer]
+    row_trials: NDArray[np.integer]
+    means: NDArray[np.float64]
+    variances: NDArray[np.float64]
 
 
 class CountStorage:
@@ -150,10 +166,9 @@ class CountStorage:
         """Posterior mean and variance terms of a row without trials."""
         return self._empty_mean, self._empty_variance
 
-    def layer_arrays(self, layer: int) -> tuple[NDArray[Any], ...]:
-        """Views of one layer (internal to scorio_core): observed and prior
-        counts, row totals, mean and variance terms."""
-        return (
+    def layer_arrays(self, layer: int) -> LayerArrays:
+        """Views of one layer's arrays (internal to scorio_core)."""
+        return LayerArrays(
             self._observed[layer],
             self._prior[layer],
             self._row_trials[layer],
