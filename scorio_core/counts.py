@@ -95,8 +95,8 @@ class CountTable:
             layer of it (its index, weights and question count must be
             these); ``None``: a storage of the table's own.
 
-    Its members past ``# -- internal to scorio_core`` are for the modules
-    the table's methods delegate to (see the module doc), not for callers.
+    ``storage``, ``layer``, ``attach``, ``detach``, ``take_rows``, ``add_row``
+    and ``move_sums`` are internal to scorio_core (see the module doc).
 
     Examples:
         >>> table = CountTable([0.0, 1.0], question_count=2)
@@ -406,12 +406,12 @@ class CountTable:
 
     @property
     def storage(self) -> CountStorage:
-        """The storage the table is a layer of."""
+        """The storage the table is a layer of (internal to scorio_core)."""
         return self._storage
 
     @property
     def layer(self) -> int:
-        """The table's layer of its storage's arrays."""
+        """The table's layer of its storage's arrays (internal to scorio_core)."""
         return self._layer
 
     def attach(self) -> None:
