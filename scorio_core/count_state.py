@@ -1,7 +1,8 @@
 """Building count tables: from a results matrix, from stored counts, as copies.
 
 The constructors of :class:`~scorio_core.counts.CountTable` (its
-``from_matrix``, ``from_state`` and ``copy`` delegate here): they validate
+``from_matrix``, ``from_state`` and ``copy`` delegate here, and its
+``__init__`` checks a shared storage with :func:`check_member`): they validate
 the counts, make a table and add the counts to its rows in one batch
 through the storage (:meth:`~scorio_core.storage.CountStorage.add_rows`,
 the float operations of :meth:`CountTable.update`), then resync the
@@ -23,6 +24,24 @@ from scorio_core.question_index import QuestionIndex
 if TYPE_CHECKING:
     from scorio_core.counts import CountTable
     from scorio_core.storage import CountStorage
+
+
+def check_member(
+    storage: CountStorage,
+    w: ArrayLike,
+    question_count: int | None,
+    index: QuestionIndex | None,
+) -> None:
+    """Raise unless a table of these arguments fits the storage's tables."""
+    if not np.array_equal(check.weights(w), storage.weights):
+        raise ValueError("a table's weights must be its storage's")
+    if question_count != storage.declared_count:
+        raise ValueError(
+            f"a table's question_count ({question_count}) must be its storage's "
+            f"({storage.declared_count})"
+        )
+    if index is not None and index is not storage.index:
+        raise ValueError("a table's question index must be its storage's")
 
 
 def from_matrix(

@@ -56,7 +56,7 @@ as stated for any mix of single updates and batches.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Final, cast
 
 import numpy as np
@@ -68,6 +68,7 @@ from scorio_core.count_kernels import (
     category_counts,
     is_category,
 )
+from scorio_core.count_state import check_member
 from scorio_core.posterior import (
     Posterior,
     clipped_interval,
@@ -75,7 +76,7 @@ from scorio_core.posterior import (
     z_value,
 )
 from scorio_core.question_index import QuestionIndex
-from scorio_core.storage import CountStorage, check_member
+from scorio_core.storage import CountStorage
 
 __all__ = ["CountStorage", "CountTable", "category_counts"]
 
@@ -167,13 +168,11 @@ class CountTable:
         self.attach()
 
     # -- construction (scorio_core.count_state) ------------------------------
-
     from_matrix = classmethod(count_state.from_matrix)
     from_state = classmethod(count_state.from_state)
     copy = count_state.copy
 
     # -- updates ---------------------------------------------------------------
-
     declare = count_batch.declare
 
     def update(
@@ -282,7 +281,6 @@ class CountTable:
         self._resync_countdown = max(_MIN_RESYNC_INTERVAL, size // 8)
 
     # -- reads -----------------------------------------------------------------
-
     @property
     def weights(self) -> NDArray[np.float64]:
         """The category weights (read-only)."""
@@ -461,23 +459,24 @@ class CountTable:
         self.take_rows()
         return row
 
+    @staticmethod
     def move_sums(
-        self,
-        trial_change: int,
-        mean_change: float,
-        variance_change: float,
-        updates: int,
+        tables: Sequence[CountTable],
+        changes: Iterable[tuple[int, float, float, int]],
         prior: bool,
     ) -> None:
-        """Move the trial count and running sums by a batch's changes; the
-        batch counts as ``updates`` updates against the resync window."""
-        if prior:
-            self._prior_trial_count += trial_change
-        else:
-            self._trial_count += trial_change
-        self._mean_sum += mean_change
-        self._variance_sum += variance_change
-        self._synced = False
-        self._resync_countdown -= updates
-        if self._resync_countdown <= 0:
-            self.resync()
+        """Move each table's trial count and running sums by its part of a
+        batch: (trials, mean and variance sums, the updates it counts as)."""
+        for table, (trials, mean, variance, updates) in zip(
+            tables, changes, strict=True
+        ):
+            if prior:
+                table._prior_trial_count += trials
+            else:
+                table._trial_count += trials
+            table._mean_sum += mean
+            table._variance_sum += variance
+            table._synced = False
+            table._resync_countdown -= updates
+            if table._resync_countdown <= 0:
+                table.resync()

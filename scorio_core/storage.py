@@ -176,11 +176,6 @@ class CountStorage:
             self._variances[layer],
         )
 
-    def take_rows(self, count: int) -> None:
-        """Room for ``count`` rows of the index (internal to scorio_core)."""
-        if count > self._capacity:
-            self._grow_rows(count)
-
     def _allocate(self, layers: int, capacity: int) -> None:
         """(Re)allocate for ``layers`` x ``capacity`` rows, keeping the rows held."""
         width = self._width
@@ -267,8 +262,11 @@ class CountStorage:
         else:
             self._allocate(layers, self._capacity)
 
-    def _grow_rows(self, count: int) -> None:
-        """Room for ``count`` rows: doubling, up to the declared count."""
+    def take_rows(self, count: int) -> None:
+        """Room for ``count`` rows of the index (internal to scorio_core):
+        doubling, up to the declared count."""
+        if count <= self._capacity:
+            return
         capacity = max(self._capacity, 1)
         while capacity < count:
             capacity *= 2
@@ -325,10 +323,10 @@ class CountStorage:
         held_means, held_variances = self._means[layer], self._variances[layer]
         mean_change = float((means - held_means[rows]).sum())
         variance_change = float((variances - held_variances[rows]).sum())
-        held_means[rows] = means
-        held_variances[rows] = variances
+        held_means[rows], held_variances[rows] = means, variances
         updates = _batch_updates(len(rows), size)
-        table.move_sums(int(trials.sum()), mean_change, variance_change, updates, prior)
+        change = (int(trials.sum()), mean_change, variance_change, updates)
+        table.move_sums([table], [change], prior)
 
     def add_counts(
         self,
@@ -454,18 +452,17 @@ class CountStorage:
             self._row_trials.reshape(-1)[flat] = row_trials
         self._means.reshape(-1)[flat] = means
         self._variances.reshape(-1)[flat] = variances
-        for table, size, trials, mean_change, variance_change in zip(
-            tables,
-            sizes,
+        # Every table has taken the index's rows: its size is ``count``
+        # (_batch_updates inline: a call per table costs more than this).
+        updates = [1 + size * size // count for size in sizes]
+        changes = zip(
             trial_changes.tolist(),
             mean_changes.tolist(),
             variance_changes.tolist(),
+            updates,
             strict=True,
-        ):
-            # Every table has taken the index's rows: its size is ``count``.
-            table.move_sums(
-                trials, mean_change, variance_change, 1 + size * size // count, prior
-            )
+        )
+        tables[0].move_sums(tables, changes, prior)
 
 
 def _zeros(shape: tuple[int, ...], kind: np.dtype[Any], mapped: bool) -> NDArray[Any]:
@@ -497,24 +494,6 @@ def _map_of(array: NDArray[Any]) -> mmap.mmap | None:
     if isinstance(base, memoryview):
         base = base.obj
     return base if isinstance(base, mmap.mmap) else None
-
-
-def check_member(
-    storage: CountStorage,
-    w: ArrayLike,
-    question_count: int | None,
-    index: QuestionIndex | None,
-) -> None:
-    """Raise unless a table of these arguments fits the storage's tables."""
-    if not np.array_equal(check.weights(w), storage.weights):
-        raise ValueError("a table's weights must be its storage's")
-    if question_count != storage.declared_count:
-        raise ValueError(
-            f"a table's question_count ({question_count}) must be its storage's "
-            f"({storage.declared_count})"
-        )
-    if index is not None and index is not storage.index:
-        raise ValueError("a table's question index must be its storage's")
 
 
 def _batch_updates(rows: int, size: int) -> int:
