@@ -3,8 +3,9 @@
 Functions on arrays that trust their inputs (the tables validate first):
 outcome counts per category, the posterior terms of many rows with the
 float operations of :func:`~scorio_core.posterior.row_term` in the same
-order (so both paths agree to the last bit), and the small coercions of a
-batch's arguments into integer arrays.
+order (so both paths agree to the last bit), the small coercions of a
+batch's arguments into integer arrays, and the storage's row scatter and
+split of a bulk batch into pieces.
 """
 
 from __future__ import annotations
