@@ -20,6 +20,16 @@ when needed, not stored: 100 models x 10,000 questions x 8 categories take
 numbered once for all models; a row another table added is empty here
 until this table touches it.
 
+The table keeps the streaming path (:meth:`CountTable.update`) and the
+O(1) reads; its other methods delegate to functions of one concern each:
+the constructors to :mod:`scorio_core.count_state`, the batch path to
+:mod:`scorio_core.count_batch` (the arithmetic on the rows is
+:meth:`CountStorage.add_rows`), the O(M) reads to
+:mod:`scorio_core.count_reads`. Those read the table through a small
+package-internal surface (no leading underscore, internal to scorio_core):
+``storage``, ``layer``, ``attach``, ``detach``, ``take_rows``, ``add_row``
+and ``move_sums``. Only the class's methods read its underscored state.
+
 The tables of a run are layers of one
 :class:`~scorio_core.storage.CountStorage` (see there): a table reads and
 writes its layer through views, as a table of its own would, and a batch of
@@ -53,17 +63,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from scorio_core import _validation as check
+from scorio_core import count_batch, count_reads, count_state
 from scorio_core.count_kernels import (
     category_counts,
-    count_matrix,
-    factorize,
-    first_negative_row,
-    integer_vector,
     is_category,
-    observed_average,
-    readonly,
-    row_terms,
 )
+from scorio_core.count_state import check_member
 from scorio_core.posterior import (
     Posterior,
     clipped_interval,
@@ -71,12 +76,7 @@ from scorio_core.posterior import (
     z_value,
 )
 from scorio_core.question_index import QuestionIndex
-from scorio_core.storage import (
-    CountStorage,
-    _batch_updates,
-    check_member,
-    max_of,
-)
+from scorio_core.storage import CountStorage
 
 __all__ = ["CountStorage", "CountTable", "category_counts"]
 
@@ -96,16 +96,8 @@ class CountTable:
             layer of it (its index, weights and question count must be
             these); ``None``: a storage of the table's own.
 
-    Size: some 780 lines (a fifth of them docstrings), over the 400 a class
-    should have. It is one accumulator (river's vocabulary: :meth:`update`,
-    :meth:`update_many`, :meth:`merge`, :meth:`from_state`) whose single and
-    batch paths write the same rows and running sums, and whose reads derive
-    everything else from them. Kept whole because :meth:`update`, the
-    streaming hot path, reads and writes the rows through the table's own
-    memoryviews and sums: moving either to a second object would add an
-    attribute hop to each of the dozen accesses of every update. Whole-array
-    kernels are in :mod:`scorio_core.count_kernels` and the stacked storage
-    in :mod:`scorio_core.storage`.
+    ``storage``, ``layer``, ``attach``, ``detach``, ``take_rows``, ``add_row``
+    and ``move_sums`` are internal to scorio_core (see the module doc).
 
     Examples:
         >>> table = CountTable([0.0, 1.0], question_count=2)
@@ -122,10 +114,8 @@ class CountTable:
         "_declared_count",
         "_empty_mean",
         "_empty_variance",
-        "_index",
         "_layer",
         "_mean_sum",
-        "_means",
         "_means_view",
         "_observed",
         "_observed_view",
@@ -134,7 +124,6 @@ class CountTable:
         "_prior_view",
         "_questions",
         "_resync_countdown",
-        "_row_trials",
         "_row_trials_view",
         "_rows",
         "_scaled",
@@ -143,24 +132,9 @@ class CountTable:
         "_synced",
         "_trial_count",
         "_variance_sum",
-        "_variances",
         "_variances_view",
-        "_weights",
         "_width",
     )
-
-    # The table's layer of its storage's arrays (see the module doc); the
-    # memoryviews alias them. Count arrays have one of the _COUNT_TYPES.
-    _observed: NDArray[np.integer]
-    _prior: NDArray[np.integer]
-    _row_trials: NDArray[np.integer]
-    _means: NDArray[np.float64]
-    _variances: NDArray[np.float64]
-    _observed_view: memoryview
-    _prior_view: memoryview
-    _row_trials_view: memoryview
-    _means_view: memoryview[float]
-    _variances_view: memoryview[float]
 
     def __init__(
         self,
@@ -175,150 +149,31 @@ class CountTable:
         else:
             check_member(storage, w, question_count, index)
         self._storage = storage
-        self._weights = storage._weights
-        self._scaled = storage._scaled
-        self._declared_count = storage._declared_count
-        self._width = storage._width
-        self._index = storage._index
+        self._scaled = storage.scaled
+        self._declared_count = storage.declared_count
+        self._width = storage.weights.size
         # Aliases of the index's numbering (read only here).
-        self._rows = self._index.rows
-        self._questions = self._index.questions
+        self._rows = storage.index.rows
+        self._questions = storage.index.questions
         # Rows the sums take in; the index's later rows are empty.
         self._size = 0
         self._trial_count = 0
         self._prior_trial_count = 0
-        self._empty_mean = storage._empty_mean
-        self._empty_variance = storage._empty_variance
+        self._empty_mean, self._empty_variance = storage.empty_terms
         self._mean_sum = 0.0
         self._variance_sum = 0.0
         self._resync_countdown = _MIN_RESYNC_INTERVAL
         self._synced = True
-        self._layer = storage._join(self)
-        self._attach()
+        self._layer = storage.join(self)
+        self.attach()
 
-    # -- construction --------------------------------------------------------
-
-    @classmethod
-    def from_matrix(
-        cls, R: ArrayLike, w: ArrayLike | None = None, R0: ArrayLike | None = None
-    ) -> CountTable:
-        """Build from an ``M x N`` results matrix; questions are ``0..M-1``."""
-        results = check.outcome_matrix(R, "R")
-        weights = check.weight_vector(w, results)
-        prior = check.prior_matrix(R0, results.shape[0])
-        check.category_range(results, weights.size, "R")
-        check.category_range(prior, weights.size, "R0")
-        return cls._from_trusted(
-            weights,
-            list(range(results.shape[0])),
-            category_counts(results, weights.size),
-            category_counts(prior, weights.size),
-            results.shape[0],
-        )
-
-    @classmethod
-    def from_state(
-        cls,
-        w: ArrayLike,
-        questions: Sequence[Hashable],
-        observed: ArrayLike,
-        prior: ArrayLike | None = None,
-        question_count: int | None = None,
-        *,
-        index: QuestionIndex | None = None,
-        storage: CountStorage | None = None,
-    ) -> CountTable:
-        """Rebuild from stored sufficient statistics (counts per question).
-
-        Args:
-            w: Weights, length ``C+1``.
-            questions: Question ids, one per row of ``observed``.
-            observed: ``rows x (C+1)`` observed counts (non-negative integers).
-            prior: Optional ``rows x (C+1)`` prior-outcome counts.
-            question_count: Declared ``M`` or ``None`` for an open table.
-            index: A question numbering shared with other tables; the
-                questions are added to it.
-            storage: The storage of the tables of a run (its index is the
-                numbering, its weights and question count these ones).
-        """
-        weights = check.weights(w)
-        shape = (len(questions), weights.size)
-        observed_counts = count_matrix(observed, shape, "observed")
-        prior_counts = (
-            np.zeros(shape, dtype=np.int64)
-            if prior is None
-            else count_matrix(prior, shape, "prior")
-        )
-        if len(set(questions)) != len(questions):
-            raise ValueError("questions must be distinct")
-        return cls._from_trusted(
-            weights,
-            list(questions),
-            observed_counts,
-            prior_counts,
-            question_count,
-            index,
-            storage,
-        )
-
-    @classmethod
-    def _from_trusted(
-        cls,
-        weights: NDArray[np.float64],
-        questions: list[Hashable],
-        observed: NDArray[np.int64],
-        prior: NDArray[np.int64],
-        question_count: int | None,
-        index: QuestionIndex | None = None,
-        storage: CountStorage | None = None,
-    ) -> CountTable:
-        if storage is None:
-            index = QuestionIndex() if index is None else index
-            known = index
-        else:
-            known = storage._index
-        if question_count is not None:
-            limit = check.integer(question_count, "question_count")
-            total = len(known) + sum(question not in known for question in questions)
-            # Checked before the table joins a storage (a shared one keeps it).
-            if limit >= 1 and total > limit:
-                raise ValueError(f"{total} questions exceed question_count={limit}")
-        table = cls(weights, question_count, index=index, storage=storage)
-        rows = np.fromiter(map(known.add, questions), np.int64, len(questions))
-        table._take_rows()
-        storage = table._storage
-        storage._widen_counts(False, observed)
-        storage._widen_counts(True, prior)
-        trials = observed.sum(axis=1)
-        storage._widen_trials(trials)
-        table._observed[rows] = observed
-        table._prior[rows] = prior
-        table._trial_count = int(observed.sum())
-        table._prior_trial_count = int(prior.sum())
-        table._row_trials[rows] = trials
-        means, variances = row_terms(table._nu(rows), table._scaled)
-        table._means[rows] = means
-        table._variances[rows] = variances
-        table.resync()
-        return table
-
-    def copy(self) -> CountTable:
-        """An independent copy (with its own question numbering)."""
-        return CountTable._from_trusted(
-            self._weights,
-            list(self._questions),
-            self.observed_counts,
-            self.prior_counts,
-            self._declared_count,
-        )
+    # -- construction (scorio_core.count_state) ------------------------------
+    from_matrix = classmethod(count_state.from_matrix)
+    from_state = classmethod(count_state.from_state)
+    copy = count_state.copy
 
     # -- updates ---------------------------------------------------------------
-
-    def declare(self, questions: Iterable[Hashable]) -> None:
-        """Register questions before any trial (they contribute their prior)."""
-        for question in questions:
-            if question not in self._rows:
-                self._add_row(question)
+    declare = count_batch.declare
 
     def update(
         self, question: Hashable, category: int, delta: int = 1, *, prior: bool = False
@@ -351,9 +206,9 @@ class CountTable:
                 raise ValueError(
                     f"cannot retract a trial of unseen question {question!r}"
                 )
-            row = self._add_row(question)
+            row = self.add_row(question)
         elif row >= self._size:
-            self._take_rows()
+            self.take_rows()
         # Views are flat: cell (row, category) is row * width + category.
         cell = row * width + category
         counts = self._prior_view if prior else self._observed_view
@@ -366,7 +221,7 @@ class CountTable:
         try:
             counts[cell] = count
         except ValueError:  # past the array's type: widen it
-            self._widen(prior, count)
+            self._storage.widen_counts(prior, count)
             counts = self._prior_view if prior else self._observed_view
             counts[cell] = count
         if prior:
@@ -377,7 +232,7 @@ class CountTable:
             try:
                 self._row_trials_view[row] = trials
             except ValueError:
-                self._storage._widen_trials(trials)
+                self._storage.widen_trials(trials)
                 self._row_trials_view[row] = trials
         # O(C): recompute this question's terms and move the sums by the change.
         if width == 2:
@@ -403,222 +258,22 @@ class CountTable:
         if self._resync_countdown <= 0:
             self.resync()
 
-    def update_many(
-        self,
-        questions: Sequence[Hashable],
-        categories: ArrayLike,
-        deltas: ArrayLike | None = None,
-        *,
-        prior: bool = False,
-    ) -> None:
-        """Vectorized :meth:`update` of many trials; all or nothing.
-
-        The deltas are aggregated per question and category first, so a batch
-        costs O(len(batch) + distinct questions x C).
-        """
-        size = len(questions)
-        category_array = integer_vector(categories, size, "categories")
-        check.category_range(category_array, self.category_count, "categories")
-        delta_array = (
-            np.ones(size, dtype=np.int64)
-            if deltas is None
-            else integer_vector(deltas, size, "deltas")
-        )
-        if size == 0:
-            return
-        codes, uniques = factorize(questions)
-        width = len(self._scaled.unit)
-        aggregated = (
-            np.bincount(
-                codes * width + category_array,
-                weights=delta_array,
-                minlength=len(uniques) * width,
-            )
-            .astype(np.int64)
-            .reshape(len(uniques), width)
-        )
-        self._apply_aggregated(uniques, aggregated, prior)
-
-    def add_counts(
-        self, questions: Sequence[Hashable], deltas: ArrayLike, *, prior: bool = False
-    ) -> None:
-        """Add count deltas per question and category; all or nothing.
-
-        Args:
-            questions: Distinct question ids, one per row of ``deltas``.
-            deltas: ``len(questions) x (C+1)`` integer changes (negative to
-                retract), e.g. a batch already summed per question.
-        """
-        block = count_matrix(
-            deltas, (len(questions), self.category_count), "deltas", signed=True
-        )
-        if len(set(questions)) != len(questions):
-            raise ValueError("questions must be distinct")
-        self._apply_aggregated(list(questions), block, prior)
-
-    def _apply_aggregated(
-        self, questions: list[Hashable], deltas: NDArray[np.int64], prior: bool
-    ) -> None:
-        """Add a ``questions x categories`` block of deltas; all or nothing.
-
-        Checks first, then updates the touched rows as whole arrays; each
-        row's terms are the ones :meth:`update` would compute.
-        """
-        self._take_rows()
-        found: list[int | None] = [self._rows.get(question) for question in questions]
-        table = self._prior if prior else self._observed
-        # Only rows with a retraction can fail the checks below.
-        for index in np.flatnonzero((deltas < 0).any(axis=1)).tolist():
-            row, question = found[index], questions[index]
-            if row is None:
-                raise ValueError(
-                    f"cannot retract a trial of unseen question {question!r}"
-                )
-            if (table[row] + deltas[index] < 0).any():
-                raise ValueError(
-                    f"a count on question {question!r} would become negative"
-                )
-        new_count = found.count(None)
-        if (
-            self._declared_count is not None
-            and len(self._questions) + new_count > self._declared_count
-        ):
-            raise ValueError(
-                f"{len(self._questions) + new_count} distinct questions "
-                f"exceed question_count={self._declared_count}"
-            )
-        if new_count:
-            found = [
-                self._add_row(question) if row is None else row
-                for question, row in zip(questions, found, strict=True)
-            ]
-            table = self._prior if prior else self._observed  # may have grown
-        self._add_rows(np.fromiter(found, np.int64, len(found)), deltas, prior)
-
-    def add_row_counts(
-        self, rows: NDArray[np.int64], deltas: NDArray[np.int64], *, prior: bool
-    ) -> None:
-        """:meth:`add_counts` by row of the shared question index; all or nothing.
-
-        For callers that numbered the questions already (every table of an
-        index shares its rows): no lookup per question. ``rows`` must be
-        distinct rows of the index.
-        """
-        self._check_rows(rows, deltas, prior)
-        self._add_rows(rows, deltas, prior)
-
-    @staticmethod
-    def add_row_counts_together(
-        parts: Sequence[tuple[CountTable, NDArray[np.int64], NDArray[np.int64]]],
-        *,
-        prior: bool,
-    ) -> None:
-        """:meth:`add_row_counts` of several tables in one pass; all or nothing.
-
-        ``parts``: (table, rows, deltas) of distinct tables. Tables on one
-        :class:`CountStorage` (the models of one run) are updated together
-        (:meth:`CountStorage.add_counts`), with the float operations each
-        table's own update uses. Every table is checked first: on
-        ``ValueError`` none changed.
-        """
-        parts = [part for part in parts if len(part[1])]
-        if not parts:
-            return
-        if len(parts) == 1:
-            table, rows, deltas = parts[0]
-            table._check_rows(rows, deltas, prior)
-            table._add_rows(rows, deltas, prior)
-            return
-        groups: dict[int, list[tuple[CountTable, NDArray[np.int64], NDArray[np.int64]]]]
-        groups = {}
-        for part in parts:
-            groups.setdefault(id(part[0]._storage), []).append(part)
-        if len(groups) > 1:
-            # A storage is written before the next is checked: check all first.
-            for table, rows, deltas in parts:
-                table._check_rows(rows, deltas, prior)
-        for group in groups.values():
-            group[0][0]._storage.add_counts(
-                [part[0] for part in group],
-                [len(part[1]) for part in group],
-                np.concatenate([part[1] for part in group]),
-                np.concatenate([part[2] for part in group]),
-                prior=prior,
-            )
-
-    def _check_rows(
-        self, rows: NDArray[np.int64], deltas: NDArray[np.int64], prior: bool
-    ) -> None:
-        """Raise if adding ``deltas`` to ``rows`` would make a count negative."""
-        self._take_rows()
-        table = self._prior if prior else self._observed
-        bad = first_negative_row(table, rows, deltas)
-        if bad is not None:
-            question = self._questions[bad]
-            raise ValueError(f"a count on question {question!r} would become negative")
-
-    def _add_rows(
-        self, rows: NDArray[np.int64], deltas: NDArray[np.int64], prior: bool
-    ) -> None:
-        """Add checked deltas to existing rows and move the sums."""
-        table = self._prior if prior else self._observed
-        counts = table[rows].astype(np.int64) + deltas
-        if counts.size and int(counts.max()) > max_of(table.dtype):
-            self._widen(prior, int(counts.max()))
-            table = self._prior if prior else self._observed
-        table[rows] = counts
-        trials = deltas.sum(axis=1)
-        if prior:
-            self._prior_trial_count += int(trials.sum())
-        else:
-            self._trial_count += int(trials.sum())
-            row_trials = self._row_trials[rows].astype(np.int64) + trials
-            self._storage._widen_trials(row_trials)
-            self._row_trials[rows] = row_trials
-        # Observed + prior counts + 1 (as _nu), from the counts just made.
-        other = self._observed if prior else self._prior
-        nu = other[rows] + counts + 1
-        means, variances = row_terms(nu, self._scaled)
-        self._mean_sum += float((means - self._means[rows]).sum())
-        self._variance_sum += float((variances - self._variances[rows]).sum())
-        self._means[rows] = means
-        self._variances[rows] = variances
-        self._synced = False
-        self._resync_countdown -= _batch_updates(len(rows), self._size)
-        if self._resync_countdown <= 0:
-            self.resync()
-
-    def merge(self, other: CountTable) -> None:
-        """Fold in another table's counts (e.g. a shard from another worker).
-
-        Raises:
-            ValueError: when the weights or declared question counts differ.
-        """
-        if not np.array_equal(self._weights, other._weights):
-            raise ValueError("cannot merge count tables with different weights")
-        if other._declared_count != self._declared_count:
-            raise ValueError(
-                "cannot merge count tables with different question_count "
-                f"({self._declared_count} vs {other._declared_count})"
-            )
-        questions = list(other._questions)
-        if not questions:
-            return
-        self._apply_aggregated(questions, other.observed_counts, prior=False)
-        self._apply_aggregated(questions, other.prior_counts, prior=True)
+    # The batch path (scorio_core.count_batch).
+    update_many = count_batch.update_many
+    add_counts = count_batch.add_counts
+    add_row_counts = count_batch.add_row_counts
+    add_row_counts_together = staticmethod(count_batch.add_row_counts_together)
+    merge = count_batch.merge
 
     @property
     def is_synced(self) -> bool:
-        """Whether the sums are exact (no update since the last resync).
-
-        A synced table's ``mu`` and ``sigma`` depend on its counts only, not
-        on the order the updates came in, to the last bit.
-        """
+        """Whether the sums are exact (no update since the last resync): then
+        ``mu`` and ``sigma`` depend on the counts only, not their order."""
         return self._synced and self._size == len(self._questions)
 
     def resync(self) -> None:
         """Recompute the running sums exactly from the rows (O(M))."""
-        size = self._take_rows()
+        size = self.take_rows()
         # Through the memoryviews: floats made in C, no list.
         self._mean_sum = math.fsum(self._means_view[:size])
         self._variance_sum = math.fsum(self._variances_view[:size])
@@ -626,11 +281,10 @@ class CountTable:
         self._resync_countdown = max(_MIN_RESYNC_INTERVAL, size // 8)
 
     # -- reads -----------------------------------------------------------------
-
     @property
     def weights(self) -> NDArray[np.float64]:
         """The category weights (read-only)."""
-        return self._weights
+        return self._storage.weights
 
     @property
     def category_count(self) -> int:
@@ -667,57 +321,27 @@ class CountTable:
     @property
     def observed_counts(self) -> NDArray[np.int64]:
         """``rows x (C+1)`` observed counts, rows in :attr:`questions` order."""
-        size = self._take_rows()
-        return readonly(self._observed[:size].astype(np.int64))
+        return count_reads.observed_counts(self)
 
     @property
     def prior_counts(self) -> NDArray[np.int64]:
         """``rows x (C+1)`` prior-outcome counts."""
-        size = self._take_rows()
-        return readonly(self._prior[:size].astype(np.int64))
-
-    def count_views(self) -> tuple[NDArray[np.integer], NDArray[np.integer]]:
-        """Observed and prior counts as stored, without a copy.
-
-        Read-only views in the table's count type (as narrow as uint8, so
-        do arithmetic in a wider type); they change with the table. For
-        reads over many tables at once, where int64 copies would take eight
-        times the memory.
-        """
-        size = self._take_rows()
-        observed, prior = self._observed[:size].view(), self._prior[:size].view()
-        observed.setflags(write=False)
-        prior.setflags(write=False)
-        return observed, prior
+        return count_reads.prior_counts(self)
 
     @property
     def question_trials(self) -> NDArray[np.int64]:
         """Observed trials per question, in :attr:`questions` order."""
-        size = self._take_rows()
-        return readonly(self._row_trials[:size].astype(np.int64))
+        return count_reads.question_trials(self)
 
-    def trials_for(self, questions: Sequence[Hashable]) -> list[int]:
-        """Observed trials of each given question (0 for unseen ones)."""
-        self._take_rows()
-        rows, trials = self._rows, self._row_trials_view
-        return [trials[rows[q]] if q in rows else 0 for q in questions]
-
-    def trials_array(self, questions: Sequence[Hashable]) -> NDArray[np.int64]:
-        """:meth:`trials_for` as a new array; a copy of the row totals when the
-        table's rows are ``questions`` in order (a declared run's tables)."""
-        rows = self._take_rows()
-        size = len(questions)
-        if size <= rows and self._questions[:size] == list(questions):
-            return self._row_trials[:size].astype(np.int64)
-        return np.array(self.trials_for(questions), dtype=np.int64)
+    # O(M) reads (scorio_core.count_reads).
+    count_views = count_reads.count_views
+    trials_for = count_reads.trials_for
+    trials_array = count_reads.trials_array
 
     @property
     def least_question_trials(self) -> int:
         """Fewest observed trials on any of the ``M`` questions (0 if any unseen)."""
-        size = self._take_rows()
-        if not size or self.question_count > size:
-            return 0
-        return int(self._row_trials[:size].min())
+        return count_reads.least_question_trials(self)
 
     def counts(self, question: Hashable) -> tuple[int, ...]:
         """Observed counts per category of one question (zeros if unseen)."""
@@ -750,24 +374,9 @@ class CountTable:
 
     @property
     def unit_variance(self) -> float:
-        r"""Variance of the score with one unit of information per question.
-
-        Each question's posterior variance is ``s_a^2 / (T_a + 1)``, with
-        ``s_a^2`` the variance of one more outcome and ``T_a`` its Dirichlet
-        total; this is :math:`\text{scale}^2 \sum_a s_a^2 / M^2`, so
-        ``unit_variance / sigma**2`` is the model's variance-weighted
-        information (prior included). O(M), read when a look needs it.
-        """
-        size = self._take_rows()
-        declared = self._declared_count or max(size, 1)
-        # T_a + 1 = trials + prior outcomes + the C+1 uniform prior counts + 1.
-        totals = self._row_trials[:size].astype(np.int64) + (self._width + 1)
-        if self._prior_trial_count:
-            totals = totals + self._prior[:size].sum(axis=1, dtype=np.int64)
-        spread = self._variances[:size] * totals
-        unseen = (declared - size) * self._empty_variance * (self._width + 1)
-        total = float(spread.sum()) + unseen
-        return self._scaled.scale**2 * max(total, 0.0) / declared**2
+        """Variance of the score with one unit of information per question
+        (:func:`scorio_core.count_reads.unit_variance`)."""
+        return count_reads.unit_variance(self)
 
     def interval(
         self, confidence: float = 0.95, bounds: tuple[float, float] | None = None
@@ -783,53 +392,41 @@ class CountTable:
 
     @property
     def avg(self) -> tuple[float, float]:
-        r"""avg@N and its Bayesian standard deviation ``sigma_a``.
-
-        For rectangular data this is the paper's eq. 19-20:
-        :math:`a` = mean observed weight, :math:`\sigma_a = (T/N)\sigma`.
-        With uneven counts, ``a`` is the mean over questions with at least one
-        observed trial of each question's observed mean, and
-        :math:`\sigma_a = \frac{1}{M'}\sqrt{\sum_a (T_a/n_a)^2 \mathrm{Var}_a}`
-        over those ``M'`` questions, which reduces to eq. 20 when every
-        question has the same ``N`` and no prior outcomes.
+        """avg@N and its Bayesian standard deviation ``sigma_a``
+        (:func:`scorio_core.count_reads.average`).
 
         Raises:
             ValueError: when no trial has been observed.
         """
-        size = self._take_rows()
-        return observed_average(
-            self._observed[:size], self._prior[:size], self._variances, self._scaled
-        )
+        return count_reads.average(self)
 
-    # -- internals -------------------------------------------------------------
+    # -- internal to scorio_core (see the module doc) --------------------------
 
-    def _attach(self) -> None:
-        """Point at the table's layer of the storage's (new) arrays."""
-        storage, layer = self._storage, self._layer
-        self._observed = storage._observed[layer]
-        self._prior = storage._prior[layer]
-        self._row_trials = storage._row_trials[layer]
-        self._means = storage._means[layer]
-        self._variances = storage._variances[layer]
-        self._refresh_views()
+    @property
+    def storage(self) -> CountStorage:
+        """The storage the table is a layer of (internal to scorio_core)."""
+        return self._storage
 
-    def _detach(self) -> None:
-        """Drop the views of the storage's arrays (they are about to move)."""
-        del self._observed, self._prior, self._row_trials, self._means
-        del self._variances, self._observed_view, self._prior_view
-        del self._row_trials_view, self._means_view, self._variances_view
+    @property
+    def layer(self) -> int:
+        """The table's layer of its storage's arrays (internal to scorio_core)."""
+        return self._layer
 
-    def _refresh_views(self) -> None:
-        """Flat memoryviews of the arrays: the cheapest one-cell indexing."""
+    def attach(self) -> None:
+        """Point at the table's layer of the storage's (new) arrays, and at
+        flat memoryviews of them: the cheapest one-cell indexing."""
+        arrays = self._storage.layer_arrays(self._layer)
+        self._observed, self._prior = arrays.observed, arrays.prior
         self._observed_view = self._observed.reshape(-1).data
         self._prior_view = self._prior.reshape(-1).data
-        self._row_trials_view = self._row_trials.data
-        self._means_view = cast("memoryview[float]", self._means.data)
-        self._variances_view = cast("memoryview[float]", self._variances.data)
+        self._row_trials_view = arrays.row_trials.data
+        self._means_view = cast("memoryview[float]", arrays.means.data)
+        self._variances_view = cast("memoryview[float]", arrays.variances.data)
 
-    def _widen(self, prior: bool, count: int) -> None:
-        """Give the observed (or prior) counts a type that holds ``count``."""
-        self._storage._widen_counts(prior, count)
+    def detach(self) -> None:
+        """Drop the views of the storage's arrays (they are about to move)."""
+        del self._observed, self._prior, self._observed_view, self._prior_view
+        del self._row_trials_view, self._means_view, self._variances_view
 
     def _nu(self, rows: int | NDArray[np.int64]) -> NDArray[np.int64]:
         """Dirichlet parameters of rows: observed + prior counts + 1."""
@@ -838,32 +435,48 @@ class CountTable:
         )
         return nu
 
-    def _take_rows(self) -> int:
-        """Take in the index's rows added since (by this table or another).
-
-        They hold no trials here, so each adds the empty terms to the sums.
-        Returns the number of rows.
-        """
+    def take_rows(self) -> int:
+        """Take in the index's rows added since (by any table; no trials here:
+        each adds the empty terms to the sums). Returns the number of rows."""
         count = len(self._questions)
         added = count - self._size
         if added:
-            if count > self._storage._capacity:
-                self._storage._grow_rows(count)
+            self._storage.take_rows(count)
             self._mean_sum += added * self._empty_mean
             self._variance_sum += added * self._empty_variance
             self._size = count
             self._synced = False
         return count
 
-    def _add_row(self, question: Hashable) -> int:
-        if (
-            self._declared_count is not None
-            and len(self._questions) >= self._declared_count
-        ):
+    def add_row(self, question: Hashable) -> int:
+        """Number a new question (in the shared index) and take its row in."""
+        declared = self._declared_count
+        if declared is not None and len(self._questions) >= declared:
             raise ValueError(
-                f"question {question!r} would exceed "
-                f"question_count={self._declared_count}"
+                f"question {question!r} would exceed question_count={declared}"
             )
-        row = self._index.add(question)
-        self._take_rows()
+        row = self._storage.index.add(question)
+        self.take_rows()
         return row
+
+    @staticmethod
+    def move_sums(
+        tables: Sequence[CountTable],
+        changes: Iterable[tuple[int, float, float, int]],
+        prior: bool,
+    ) -> None:
+        """Move each table's trial count and running sums by its part of a
+        batch: (trials, mean and variance sums, the updates it counts as)."""
+        for table, (trials, mean, variance, updates) in zip(
+            tables, changes, strict=True
+        ):
+            if prior:
+                table._prior_trial_count += trials
+            else:
+                table._trial_count += trials
+            table._mean_sum += mean
+            table._variance_sum += variance
+            table._synced = False
+            table._resync_countdown -= updates
+            if table._resync_countdown <= 0:
+                table.resync()

@@ -14,7 +14,13 @@ not fit widens the count type of every layer. A storage of a MB or more
 lives in private anonymous memory maps: layers no table has yet take no
 memory, layers are added in place (mremap, no second copy at the peak), and
 the pages of a replaced array go back to the system. The memory handling
-(count types, maps) and the drift accounting of a batch live here too.
+(count types, maps) and the drift accounting of a batch live here too, as
+does the batch arithmetic of one table (:meth:`CountStorage.add_rows`).
+The members documented as internal to scorio_core (``weights``,
+``scaled``, ``declared_count``, ``empty_terms``, ``layer_arrays``,
+``join``, ``take_rows``, ``widen_counts``, ``widen_trials``, ``add_rows``)
+are what the tables and their batch functions use instead of the
+storage's underscored state.
 """
 
 from __future__ import annotations
@@ -23,13 +29,13 @@ import itertools
 import math
 import mmap
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from scorio_core import _validation as check
-from scorio_core.count_kernels import row_terms
+from scorio_core.count_kernels import row_terms, set_rows, split_pieces
 from scorio_core.posterior import ScaledWeights, row_term
 from scorio_core.question_index import QuestionIndex
 
@@ -47,6 +53,16 @@ _MAPPED_BYTES: Final = 1 << 20
 # Their largest values (np.iinfo builds an object per call: a batch's
 # tables asked 20 times per call).
 _COUNT_MAX: Final = {np.dtype(kind): int(np.iinfo(kind).max) for kind in _COUNT_TYPES}
+
+
+class LayerArrays(NamedTuple):
+    """One table's layer of a storage's arrays: views, rows x ... each."""
+
+    observed: NDArray[np.integer]
+    prior: NDArray[np.integer]
+    row_trials: NDArray[np.integer]
+    means: NDArray[np.float64]
+    variances: NDArray[np.float64]
 
 
 class CountStorage:
@@ -128,6 +144,38 @@ class CountStorage:
         """The tables, in layer order."""
         return tuple(self._tables)
 
+    # -- internal to scorio_core: what the tables read and call ---------------
+
+    @property
+    def weights(self) -> NDArray[np.float64]:
+        """The tables' category weights (read-only)."""
+        return self._weights
+
+    @property
+    def scaled(self) -> ScaledWeights:
+        """The weights rescaled to the unit interval (internal to scorio_core)."""
+        return self._scaled
+
+    @property
+    def declared_count(self) -> int | None:
+        """The declared ``M``, ``None`` for open tables."""
+        return self._declared_count
+
+    @property
+    def empty_terms(self) -> tuple[float, float]:
+        """Posterior mean and variance terms of a row without trials."""
+        return self._empty_mean, self._empty_variance
+
+    def layer_arrays(self, layer: int) -> LayerArrays:
+        """Views of one layer's arrays (internal to scorio_core)."""
+        return LayerArrays(
+            self._observed[layer],
+            self._prior[layer],
+            self._row_trials[layer],
+            self._means[layer],
+            self._variances[layer],
+        )
+
     def _allocate(self, layers: int, capacity: int) -> None:
         """(Re)allocate for ``layers`` x ``capacity`` rows, keeping the rows held."""
         width = self._width
@@ -158,10 +206,11 @@ class CountStorage:
     def _reattach(self) -> None:
         """Point every table at its layer of the (new) arrays."""
         for table in self._tables:
-            table._attach()
+            table.attach()
 
-    def _join(self, table: CountTable) -> int:
-        """A layer for a new table: the layers grow by half when full."""
+    def join(self, table: CountTable) -> int:
+        """A layer for a new table (internal to scorio_core): the layers
+        grow by half when full."""
         layer = len(self._tables)
         layers = self._means.shape[0]
         if layer == layers:
@@ -194,7 +243,7 @@ class CountStorage:
         del self._observed, self._prior, self._row_trials, self._means
         del self._variances
         for table in self._tables:
-            table._detach()
+            table.detach()
         grown = True
         try:
             for buffer, (kind, shape) in zip(maps, shapes, strict=True):
@@ -213,8 +262,11 @@ class CountStorage:
         else:
             self._allocate(layers, self._capacity)
 
-    def _grow_rows(self, count: int) -> None:
-        """Room for ``count`` rows: doubling, up to the declared count."""
+    def take_rows(self, count: int) -> None:
+        """Room for ``count`` rows of the index (internal to scorio_core):
+        doubling, up to the declared count."""
+        if count <= self._capacity:
+            return
         capacity = max(self._capacity, 1)
         while capacity < count:
             capacity *= 2
@@ -222,8 +274,9 @@ class CountStorage:
             capacity = max(count, min(capacity, self._declared_count))
         self._allocate(self._means.shape[0], capacity)
 
-    def _widen_counts(self, prior: bool, values: ArrayLike) -> None:
-        """Give every layer's observed (or prior) counts a type for ``values``."""
+    def widen_counts(self, prior: bool, values: ArrayLike) -> None:
+        """Give every layer's observed (or prior) counts a type for ``values``
+        (internal to scorio_core)."""
         if prior:
             held = _holding(self._prior, values)
             changed, self._prior = held is not self._prior, held
@@ -233,12 +286,47 @@ class CountStorage:
         if changed:
             self._reattach()
 
-    def _widen_trials(self, values: ArrayLike) -> None:
-        """Give every layer's row totals a type for ``values``."""
+    def widen_trials(self, values: ArrayLike) -> None:
+        """Give every layer's row totals a type for ``values`` (internal to
+        scorio_core)."""
         held = _holding(self._row_trials, values)
         if held is not self._row_trials:
             self._row_trials = held
             self._reattach()
+
+    def add_rows(
+        self,
+        table: CountTable,
+        rows: NDArray[np.int64],
+        deltas: NDArray[np.int64],
+        prior: bool,
+    ) -> None:
+        """Add checked deltas to existing rows of one table and move its sums
+        (internal to scorio_core: the one-table batch of :mod:`count_batch`)."""
+        size = table.take_rows()
+        layer = table.layer
+        stored = self._prior[layer] if prior else self._observed[layer]
+        counts = stored[rows].astype(np.int64) + deltas
+        if counts.size and int(counts.max()) > max_of(stored.dtype):
+            self.widen_counts(prior, int(counts.max()))
+            stored = self._prior[layer] if prior else self._observed[layer]
+        stored[rows] = counts
+        trials = deltas.sum(axis=1)
+        if not prior:
+            row_trials = self._row_trials[layer][rows].astype(np.int64) + trials
+            self.widen_trials(row_trials)
+            self._row_trials[layer][rows] = row_trials
+        # Observed + prior counts + 1 (as the table's nu), from the counts made.
+        other = self._observed[layer] if prior else self._prior[layer]
+        nu = other[rows] + counts + 1
+        means, variances = row_terms(nu, self._scaled)
+        held_means, held_variances = self._means[layer], self._variances[layer]
+        mean_change = float((means - held_means[rows]).sum())
+        variance_change = float((variances - held_variances[rows]).sum())
+        held_means[rows], held_variances[rows] = means, variances
+        updates = _batch_updates(len(rows), size)
+        change = (int(trials.sum()), mean_change, variance_change, updates)
+        table.move_sums([table], [change], prior)
 
     def add_counts(
         self,
@@ -267,7 +355,7 @@ class CountStorage:
             ValueError: when a count would become negative (none changed)
                 or a table is not on this storage.
         """
-        if any(table._storage is not self for table in tables):
+        if any(table.storage is not self for table in tables):
             raise ValueError("every table must be on this storage")
         if sum(sizes) != len(rows) or deltas.shape != (len(rows), self._width):
             raise ValueError(
@@ -284,7 +372,7 @@ class CountStorage:
             self._add(tables, sizes, rows, deltas, prior)
             return
         ends = [0, *itertools.accumulate(sizes)]
-        pieces = _pieces(sizes, _TOGETHER_ROWS)
+        pieces = split_pieces(sizes, _TOGETHER_ROWS)
         if len(pieces) > 1 and int(deltas.min()) < 0:
             # A piece is written before the next is checked: check all first.
             for first, last in pieces:
@@ -319,11 +407,10 @@ class CountStorage:
         """One pass of :meth:`add_counts` (or its check only)."""
         count = len(self._index)
         for table in tables:
-            if table._size != count:
-                table._take_rows()  # may grow the arrays: before the indices
+            table.take_rows()  # may grow the arrays: before the indices
         width = self._width
         # Each row's position in the layers x capacity arrays.
-        offsets = [table._layer * self._capacity for table in tables]
+        offsets = [table.layer * self._capacity for table in tables]
         flat = rows + np.repeat(np.array(offsets), np.array(sizes))
         stored = self._prior if prior else self._observed
         # take: a fifth of the cost of indexing rows of a 2-D array.
@@ -336,7 +423,7 @@ class CountStorage:
             return
         # Observed + prior counts + 1 (as _nu), from the counts just made;
         # observed counts only when no table has prior rows (all zero).
-        if prior or any([table._prior_trial_count for table in tables]):
+        if prior or any([table.prior_trial_count for table in tables]):
             other = self._observed if prior else self._prior
             nu = other.reshape(-1, width).take(flat, axis=0) + counts + 1
         else:
@@ -350,9 +437,9 @@ class CountStorage:
         trial_changes = np.add.reduceat(deltas, starts).sum(axis=1)
         top_count = int(counts.max())
         if top_count > max_of(stored.dtype):
-            self._widen_counts(prior, top_count)
+            self.widen_counts(prior, top_count)
             stored = self._prior if prior else self._observed
-        _set_rows(stored, flat, counts)
+        set_rows(stored, flat, counts)
         if not prior:
             # Observed trials per row: the sum of its observed counts (a
             # column at a time: NumPy sums a short row slowly).
@@ -361,45 +448,21 @@ class CountStorage:
                 row_trials += counts[:, category]
             top_trials = int(row_trials.max())
             if top_trials > max_of(self._row_trials.dtype):
-                self._widen_trials(top_trials)
+                self.widen_trials(top_trials)
             self._row_trials.reshape(-1)[flat] = row_trials
         self._means.reshape(-1)[flat] = means
         self._variances.reshape(-1)[flat] = variances
-        for table, size, trials, mean_change, variance_change in zip(
-            tables,
-            sizes,
+        # Every table has taken the index's rows: its size is ``count``
+        # (_batch_updates inline: a call per table costs more than this).
+        updates = [1 + size * size // count for size in sizes]
+        changes = zip(
             trial_changes.tolist(),
             mean_changes.tolist(),
             variance_changes.tolist(),
+            updates,
             strict=True,
-        ):
-            if prior:
-                table._prior_trial_count += trials
-            else:
-                table._trial_count += trials
-            table._mean_sum += mean_change
-            table._variance_sum += variance_change
-            table._synced = False
-            # _batch_updates, inline (a call per table costs more than this).
-            table._resync_countdown -= 1 + size * size // table._size
-            if table._resync_countdown <= 0:
-                table.resync()
-
-
-def _pieces(sizes: Sequence[int], rows: int) -> list[tuple[int, int]]:
-    """Consecutive tables in pieces of about ``rows`` rows (a larger one alone).
-
-    Each piece as (first, end) positions in ``sizes``.
-    """
-    bounds: list[int] = []
-    held = rows
-    for position, size in enumerate(sizes):
-        if held + size > rows:
-            bounds.append(position)
-            held = 0
-        held += size
-    bounds.append(len(sizes))
-    return list(itertools.pairwise(bounds))
+        )
+        tables[0].move_sums(tables, changes, prior)
 
 
 def _zeros(shape: tuple[int, ...], kind: np.dtype[Any], mapped: bool) -> NDArray[Any]:
@@ -431,38 +494,6 @@ def _map_of(array: NDArray[Any]) -> mmap.mmap | None:
     if isinstance(base, memoryview):
         base = base.obj
     return base if isinstance(base, mmap.mmap) else None
-
-
-def _set_rows(
-    stored: NDArray[np.integer], flat: NDArray[np.int64], counts: NDArray[np.int64]
-) -> None:
-    """Set rows of ``stored`` (flat row positions) to ``counts`` (as fit).
-
-    Each row seen as one opaque element of its bytes: a fifth of the cost
-    of setting rows of a 2-D array (or its cells through flat indices).
-    """
-    width = stored.shape[-1]
-    row = np.dtype((np.void, width * stored.itemsize))
-    values = counts.astype(stored.dtype).view(row).reshape(-1)
-    stored.reshape(-1, width).view(row).reshape(-1)[flat] = values
-
-
-def check_member(
-    storage: CountStorage,
-    w: ArrayLike,
-    question_count: int | None,
-    index: QuestionIndex | None,
-) -> None:
-    """Raise unless a table of these arguments fits the storage's tables."""
-    if not np.array_equal(check.weights(w), storage._weights):
-        raise ValueError("a table's weights must be its storage's")
-    if question_count != storage._declared_count:
-        raise ValueError(
-            f"a table's question_count ({question_count}) must be its storage's "
-            f"({storage._declared_count})"
-        )
-    if index is not None and index is not storage._index:
-        raise ValueError("a table's question index must be its storage's")
 
 
 def _batch_updates(rows: int, size: int) -> int:
