@@ -139,7 +139,8 @@ def decode_payload(
     """Decode one JSON payload: an event object or an array of them (a batch).
 
     An array of two or more plain trials of one run gives one
-    :class:`TrialColumns`; anything else what :func:`decode_events` gives.
+    :class:`TrialColumns` (of one: its :class:`Trial`); anything else what
+    :func:`decode_events` gives.
     ``run`` is the run the channel implies (e.g. an MQTT topic): events
     without a ``run`` take it; events naming another run are refused. Every
     rejection of such a payload counts against that run, even unreadable
@@ -147,10 +148,15 @@ def decode_payload(
     each element of a batch is located by its index in the array.
     """
     data = _bytes(payload)
-    if len(data) <= max_bytes and data[:1] == b"[":
-        columns = _array_columns(data, source, position, run, max_items)
-        if columns is not None:
-            return [columns]
+    if len(data) <= max_bytes:
+        start = data[:1]
+        if start == b"{" and run is None:
+            # One event object: what decode_events gives, without its steps.
+            return [_event(data, source, position, None)]
+        if start == b"[":
+            columns = _array_columns(data, source, position, run, max_items)
+            if columns is not None:
+                return [columns]
     return list(decode_events(data, source, position, max_bytes, run, max_items))
 
 
@@ -454,8 +460,9 @@ def _array_columns(
     position: int | None,
     channel: str | None,
     max_items: int,
-) -> TrialColumns | None:
-    """The array's plain trials as columns, or None to read it event by event."""
+) -> TrialColumns | Trial | None:
+    """The array's plain trials as columns (an array of one: its trial), or
+    None to read it event by event."""
     run = channel if channel is not None else _named_run(data)
     reread = functools.partial(
         decode_events, data, source, position, len(data), channel, max_items
@@ -467,6 +474,10 @@ def _array_columns(
             continue
         if 2 <= len(narrow) <= max_items:
             return plain_columns(kind, narrow, run, channel, reread, source, position)
+        if len(narrow) == 1 and max_items >= 1:
+            return _only_trial(
+                data, source, 0 if position is None else position, channel
+            )
         return None
     try:
         events = _EVENTS.decode(data)
@@ -475,6 +486,20 @@ def _array_columns(
     if 2 <= len(events) <= max_items:
         return plain_columns(EVENT, events, None, channel, reread, source, position)
     return None
+
+
+def _only_trial(
+    data: bytes, source: str, position: int, channel: str | None
+) -> Trial | None:
+    """The trial of an array of one plain event, or None to read it as
+    :func:`decode_events` does (which words any refusal)."""
+    try:
+        events = _EVENTS.decode(data)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+    # The raw bytes matter only to word a refusal, which is left to decode_events.
+    parsed = checked(events[0], channel, data, source, position)
+    return parsed if type(parsed) is Trial else None
 
 
 def _finite(seconds: float | None) -> bool:
