@@ -6,8 +6,8 @@ the same reason whichever way it came. The contract is the msgspec struct
 :class:`~monitor.trial_event.TrialEvent` (a value type every room shares, so
 it lives above the rooms, re-exported by ``monitor.schema``): field types
 and bounds are msgspec constraints, checked in C as bytes are decoded
-(``msgspec.json.Decoder``) or objects converted (``msgspec.convert(...,
-strict=True)``); the rules across fields are
+(``msgspec.json.Decoder``) or objects converted (``msgspec.convert``,
+strict as by default); the rules across fields are
 :meth:`~monitor.trial_event.TrialEvent.problem`. What passes becomes the
 engine's columns (:mod:`monitor.inputs.columns`); what does not, a
 :class:`~monitor.schema.Rejection` worded by :mod:`monitor.inputs.reasons`.
@@ -60,7 +60,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Literal
 
 import msgspec
@@ -195,7 +195,7 @@ def decode_object(
         reason = f"a trial event must be a JSON object; got {type(value).__name__}"
         return reject(reason, "invalid_event", value, source, position)
     try:
-        event = msgspec.convert(mapping, TrialEvent, strict=True)
+        event = msgspec.convert(mapping, TrialEvent)  # strict: the default
     except msgspec.ValidationError as exc:
         return _refused(mapping, exc, mapping, source, position, run)
     return checked(event, run, mapping, source, position)
@@ -211,7 +211,7 @@ def decode_objects(
     """
     if len(values) >= 2 and all(type(value) is dict for value in values):
         try:
-            events = msgspec.convert(values, _LIST_OF_EVENTS, strict=True)
+            events = msgspec.convert(values, _LIST_OF_EVENTS)  # strict: the default
         except msgspec.ValidationError:
             events = None
         if events is not None:
@@ -265,15 +265,22 @@ def checked(
     model = known(event.model) or strict_id(event.model)
     question = known(event.question) or loose_id(event.question)
     trial = known(event.trial) or loose_id(event.trial)
-    category, correct, ts, cost = event.category, event.correct, event.ts, event.cost
+    category = event.category
+    correct = event.correct
+    ts = event.ts
+    cost = event.cost
+    from_correct = category is None
     if (
         run is None
         or model is None
         or question is None
         or trial is None
         or event.signals is not None
-        or (category is None and correct is None)
-        or (category is not None and correct is not None and category != correct)
+        or (
+            correct is None
+            if from_correct
+            else correct is not None and category != correct
+        )
         or (ts is not None and not is_time(ts))
         or (cost is not None and not _finite(cost.seconds))
     ):
@@ -290,12 +297,12 @@ def checked(
             model,
             question,
             trial,
-            (1 if correct else 0) if category is None else category,
+            (1 if correct else 0) if from_correct else category,
             event.prior,
             None if cost is None else cost.tokens,
             None if cost is None else cost.seconds,
             None if ts is None or type(ts) is str else ts,
-            category is None,
+            from_correct,
             raw if type(raw) is dict else event,
         )
     )
@@ -464,15 +471,13 @@ def _array_columns(
     """The array's plain trials as columns (an array of one: its trial), or
     None to read it event by event."""
     run = channel if channel is not None else _named_run(data)
-    reread = functools.partial(
-        decode_events, data, source, position, len(data), channel, max_items
-    )
     for kind, decoder in _decoders(run, channel is None and run is not None):
         try:
             narrow = decoder.decode(data)
         except (msgspec.DecodeError, UnicodeDecodeError):
             continue
         if 2 <= len(narrow) <= max_items:
+            reread = _rereader(data, source, position, channel, max_items)
             return plain_columns(kind, narrow, run, channel, reread, source, position)
         if len(narrow) == 1 and max_items >= 1:
             return _only_trial(
@@ -484,8 +489,18 @@ def _array_columns(
     except (msgspec.DecodeError, UnicodeDecodeError):
         return None
     if 2 <= len(events) <= max_items:
+        reread = _rereader(data, source, position, channel, max_items)
         return plain_columns(EVENT, events, None, channel, reread, source, position)
     return None
+
+
+def _rereader(
+    data: bytes, source: str, position: int | None, channel: str | None, max_items: int
+) -> Callable[[], list[Parsed]]:
+    """Reads the array again event by event (for columns a run refuses)."""
+    return functools.partial(
+        decode_events, data, source, position, len(data), channel, max_items
+    )
 
 
 def _only_trial(
