@@ -67,19 +67,24 @@ class Ingestion:
         self._clock = clock
         self._cursors = dict(cursors)
         self._single_reports: dict[tuple[str, tuple[int, int, int]], IngestReport] = {}
+        # Bound once: the one trial's path calls them on every trial.
+        self._run_of = registry.get
+        self._apply_trial = store.apply_trial
+        self._counted = looks.counted
 
     def ingest(
         self, events: EventInput | Iterable[EventInput], *, source: str = "python"
     ) -> IngestReport:
         """Count trial events (one mapping or an iterable of them)."""
-        if (
-            type(events) is list
-            and len(events) == 1
-            and isinstance(events[0], Mapping | TrialEvent)
-        ):
+        if type(events) is dict:
+            # The common case first: one event, straight to the one trial's path.
+            return self._ingest_one(decode_object(events, source, 0), source)
+        if type(events) is list and len(events) == 1:
             # A list of one is one event, located at index 0 either way.
-            events = events[0]
-        if type(events) is dict or isinstance(events, Mapping | TrialEvent):
+            first = events[0]
+            if type(first) is dict or isinstance(first, Mapping | TrialEvent):
+                return self._ingest_one(decode_object(first, source, 0), source)
+        if isinstance(events, Mapping | TrialEvent):
             return self._ingest_one(decode_object(events, source, 0), source)
         if isinstance(events, list | tuple):
             decoded = decode_objects(events, source)
@@ -119,13 +124,13 @@ class Ingestion:
             from_correct,
             _,
         ) = item
-        state = self._registry.get(run)
+        state = self._run_of(run)
         if (
             state is None
             or state.refusal(model, question, category, from_correct, set()) is not None
         ):
             return self.ingest_parsed([item], source=source, positions=(position,))
-        before = self._store.apply_trial(
+        before = self._apply_trial(
             run, model, question, trial, category, prior, tokens, seconds, ts
         )
         state.apply_trial(model, question, category, prior, before, tokens, seconds)
@@ -136,13 +141,7 @@ class Ingestion:
             if before == NEW
             else (0, 0, 1)
         )
-        self._looks.mark_dirty(run)
-        now = self._clock()
-        fired = (
-            self._looks.look_dirty(now, force=False)
-            if now >= self._looks.next_look
-            else []
-        )
+        fired = self._counted(run)
         if fired:
             return IngestReport(*outcome, (), tuple(fired), (run,))
         # Reports are immutable: one per run and outcome serves every call.

@@ -112,6 +112,18 @@ class Looks:
         if due < self._next_look:
             self._next_look = due
 
+    def counted(self, run: str) -> Sequence[StoredEvent]:
+        """:meth:`mark_dirty`, then the look if one is due: the end of
+        ingesting one trial, in one call as it happens once per trial."""
+        self._dirty.add(run)
+        due = self._last_look.get(run, -math.inf) + self._look_interval_s
+        if due < self._next_look:
+            self._next_look = due
+        now = self._clock()
+        if now < self._next_look:
+            return ()
+        return self.look_dirty(now, force=False)
+
     def look_dirty(
         self, now: float, force: bool, only: Sequence[str] | None = None
     ) -> list[StoredEvent]:

@@ -8,7 +8,7 @@ a new declaration against what the run already counted.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from pydantic import ValidationError
 
@@ -33,6 +33,9 @@ class Registry:
         self._store = store
         self._max_undeclared_runs = max_undeclared_runs
         self._runs: dict[str, RunState] = {}
+        # The run's state, or None for a run not known: the dict's own
+        # bound method, as ingestion asks once per trial.
+        self.get: Callable[[str], RunState | None] = self._runs.get
 
     def __contains__(self, run: object) -> bool:
         return run in self._runs
@@ -44,10 +47,6 @@ class Registry:
     def names(self) -> list[str]:
         """Run ids, sorted."""
         return sorted(self._runs)
-
-    def get(self, run: str) -> RunState | None:
-        """The run's state, or ``None`` for a run not known."""
-        return self._runs.get(run)
 
     def run(self, run: str) -> RunState:
         """The run's state.
@@ -89,7 +88,7 @@ class Registry:
 
     def reload(self, stored: StoredState) -> None:
         """Rebuild every run from the store's saved configs and counts."""
-        self._runs = {}
+        self._runs.clear()  # the same dict: ``get`` is bound to it
         for run, config in stored.configs.items():
             state = RunState(config, declared=run in stored.declared)
             state.restore(stored.counts.get(run, {}))

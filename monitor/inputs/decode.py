@@ -6,8 +6,8 @@ the same reason whichever way it came. The contract is the msgspec struct
 :class:`~monitor.trial_event.TrialEvent` (a value type every room shares, so
 it lives above the rooms, re-exported by ``monitor.schema``): field types
 and bounds are msgspec constraints, checked in C as bytes are decoded
-(``msgspec.json.Decoder``) or objects converted (``msgspec.convert(...,
-strict=True)``); the rules across fields are
+(``msgspec.json.Decoder``) or objects converted (``msgspec.convert``,
+strict as by default); the rules across fields are
 :meth:`~monitor.trial_event.TrialEvent.problem`. What passes becomes the
 engine's columns (:mod:`monitor.inputs.columns`); what does not, a
 :class:`~monitor.schema.Rejection` worded by :mod:`monitor.inputs.reasons`.
@@ -60,7 +60,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Literal
 
 import msgspec
@@ -140,7 +140,8 @@ def decode_payload(
     """Decode one JSON payload: an event object or an array of them (a batch).
 
     An array of two or more plain trials of one run gives one
-    :class:`TrialColumns`; anything else what :func:`decode_events` gives.
+    :class:`TrialColumns` (of one: its :class:`Trial`); anything else what
+    :func:`decode_events` gives.
     ``run`` is the run the channel implies (e.g. an MQTT topic): events
     without a ``run`` take it; events naming another run are refused. Every
     rejection of such a payload counts against that run, even unreadable
@@ -148,10 +149,15 @@ def decode_payload(
     each element of a batch is located by its index in the array.
     """
     data = _bytes(payload)
-    if len(data) <= max_bytes and data[:1] == b"[":
-        columns = _array_columns(data, source, position, run, max_items)
-        if columns is not None:
-            return [columns]
+    if len(data) <= max_bytes:
+        start = data[:1]
+        if start == b"{" and run is None:
+            # One event object: what decode_events gives, without its steps.
+            return [_event(data, source, position, None)]
+        if start == b"[":
+            columns = _array_columns(data, source, position, run, max_items)
+            if columns is not None:
+                return [columns]
     return list(decode_events(data, source, position, max_bytes, run, max_items))
 
 
@@ -190,7 +196,7 @@ def decode_object(
         reason = f"a trial event must be a JSON object; got {type(value).__name__}"
         return reject(reason, "invalid_event", value, source, position)
     try:
-        event = msgspec.convert(mapping, TrialEvent, strict=True)
+        event = msgspec.convert(mapping, TrialEvent)  # strict: the default
     except msgspec.ValidationError as exc:
         return _refused(mapping, exc, mapping, source, position, run)
     return checked(event, run, mapping, source, position)
@@ -206,7 +212,7 @@ def decode_objects(
     """
     if len(values) >= 2 and all(type(value) is dict for value in values):
         try:
-            events = msgspec.convert(values, _LIST_OF_EVENTS, strict=True)
+            events = msgspec.convert(values, _LIST_OF_EVENTS)  # strict: the default
         except msgspec.ValidationError:
             events = None
         if events is not None:
@@ -260,15 +266,22 @@ def checked(
     model = known(event.model) or strict_id(event.model)
     question = known(event.question) or loose_id(event.question)
     trial = known(event.trial) or loose_id(event.trial)
-    category, correct, ts, cost = event.category, event.correct, event.ts, event.cost
+    category = event.category
+    correct = event.correct
+    ts = event.ts
+    cost = event.cost
+    from_correct = category is None
     if (
         run is None
         or model is None
         or question is None
         or trial is None
         or event.signals is not None
-        or (category is None and correct is None)
-        or (category is not None and correct is not None and category != correct)
+        or (
+            correct is None
+            if from_correct
+            else correct is not None and category != correct
+        )
         or (ts is not None and not is_time(ts))
         or (cost is not None and not _finite(cost.seconds))
     ):
@@ -285,12 +298,12 @@ def checked(
             model,
             question,
             trial,
-            (1 if correct else 0) if category is None else category,
+            (1 if correct else 0) if from_correct else category,
             event.prior,
             None if cost is None else cost.tokens,
             None if cost is None else cost.seconds,
             None if ts is None or type(ts) is str else ts,
-            category is None,
+            from_correct,
             raw if type(raw) is dict else event,
         )
     )
@@ -455,27 +468,54 @@ def _array_columns(
     position: int | None,
     channel: str | None,
     max_items: int,
-) -> TrialColumns | None:
-    """The array's plain trials as columns, or None to read it event by event."""
+) -> TrialColumns | Trial | None:
+    """The array's plain trials as columns (an array of one: its trial), or
+    None to read it event by event."""
     run = channel if channel is not None else _named_run(data)
-    reread = functools.partial(
-        decode_events, data, source, position, len(data), channel, max_items
-    )
     for kind, decoder in _decoders(run, channel is None and run is not None):
         try:
             narrow = decoder.decode(data)
         except (msgspec.DecodeError, UnicodeDecodeError):
             continue
         if 2 <= len(narrow) <= max_items:
+            reread = _rereader(data, source, position, channel, max_items)
             return plain_columns(kind, narrow, run, channel, reread, source, position)
+        if len(narrow) == 1 and max_items >= 1:
+            return _only_trial(
+                data, source, 0 if position is None else position, channel
+            )
         return None
     try:
         events = _EVENTS.decode(data)
     except (msgspec.DecodeError, UnicodeDecodeError):
         return None
     if 2 <= len(events) <= max_items:
+        reread = _rereader(data, source, position, channel, max_items)
         return plain_columns(EVENT, events, None, channel, reread, source, position)
     return None
+
+
+def _rereader(
+    data: bytes, source: str, position: int | None, channel: str | None, max_items: int
+) -> Callable[[], list[Parsed]]:
+    """Reads the array again event by event (for columns a run refuses)."""
+    return functools.partial(
+        decode_events, data, source, position, len(data), channel, max_items
+    )
+
+
+def _only_trial(
+    data: bytes, source: str, position: int, channel: str | None
+) -> Trial | None:
+    """The trial of an array of one plain event, or None to read it as
+    :func:`decode_events` does (which words any refusal)."""
+    try:
+        events = _EVENTS.decode(data)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+    # The raw bytes matter only to word a refusal, which is left to decode_events.
+    parsed = checked(events[0], channel, data, source, position)
+    return parsed if type(parsed) is Trial else None
 
 
 def _finite(seconds: float | None) -> bool:
