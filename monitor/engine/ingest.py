@@ -86,6 +86,13 @@ class Ingestion:
                 return self._ingest_one(decode_object(first, source, 0), source)
         if isinstance(events, Mapping | TrialEvent):
             return self._ingest_one(decode_object(events, source, 0), source)
+        if isinstance(events, str | bytes | bytearray) or not isinstance(
+            events, Iterable
+        ):
+            # Not events at all (a number, None, a text): one refusal, worded
+            # by the decoder as for a JSON payload of the same, never an
+            # exception and never a refusal per character.
+            return self._ingest_one(decode_object(events, source, 0), source)
         if isinstance(events, list | tuple):
             decoded = decode_objects(events, source)
             whole = len(decoded) == 1 and type(decoded[0]) is TrialColumns

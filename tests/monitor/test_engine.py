@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -493,3 +494,15 @@ def test_arrays_of_json_bytes_count_each_trial_on_its_own_question() -> None:
     for row in status.models:
         mu, sigma = oracle.bayes(results[int(row.model[1:])])
         assert (row.mu, row.sigma) == pytest.approx((mu, sigma), abs=TOLERANCE)
+
+
+@pytest.mark.parametrize("value", [5, None, "bench", b"bench", 2.5])
+def test_a_value_that_is_no_event_is_one_rejection(value: Any) -> None:
+    monitor = Monitor()
+    report = monitor.ingest(value)
+    assert (report.accepted, len(report.rejected)) == (0, 1)
+    assert "a trial event must be a JSON object" in report.rejected[0].reason
+    assert len(monitor.store.dead_letters()) == 1
+    number: Any = 5
+    from_json = monitor.ingest_payload(json.dumps(number).encode())
+    assert from_json.rejected[0].reason == monitor.ingest(number).rejected[0].reason
