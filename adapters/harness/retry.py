@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -50,6 +50,16 @@ class Retry:
                 "delays must satisfy 0 < first_delay_s <= max_delay_s; got "
                 f"{self.first_delay_s} and {self.max_delay_s}"
             )
+
+    def delays(self) -> Iterator[float]:
+        """The longest waits between attempts (one fewer than the attempts).
+
+        Each actual wait is drawn between half of its bound and the bound.
+        """
+        delay = self.first_delay_s
+        for _ in range(self.attempts - 1):
+            yield delay
+            delay = min(2.0 * delay, self.max_delay_s)
 
 
 async def retrying(

@@ -369,3 +369,9 @@ async def test_an_unreachable_broker_is_reported_as_unavailable() -> None:
             with pytest.raises(MonitorUnavailableError) as raised:
                 await client.flush()
             assert raised.value.attempts == 3
+
+
+def test_retry_delays_are_the_bounds_its_waits_are_drawn_under() -> None:
+    policy = Retry(attempts=5, first_delay_s=1.0, max_delay_s=3.0)
+    assert list(policy.delays()) == [1.0, 2.0, 3.0, 3.0]
+    assert list(Retry(attempts=1).delays()) == []
