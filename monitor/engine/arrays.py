@@ -49,19 +49,7 @@ def ingest_arrays(
     category: ArrayLike,
     prior: ArrayLike | None = None,
 ) -> IngestReport:
-    """Count a batch of one run given as columns: the fast bulk path.
-
-    Validation is by column (types, category range, declared models and
-    questions); a bad column rejects the whole call with ``ValueError``,
-    a bad row is dead-lettered like any other rejected input. Integer
-    question and trial ids given as NumPy arrays (results files) are
-    the fastest: their distinct values are found in C.
-
-    Columns longer than ``COLUMN_CHUNK_TRIALS`` are counted (and
-    committed) chunk by chunk, to bound memory: should the store fail
-    part way, the chunks before stay counted, and sending the call
-    again counts them as duplicates, not twice.
-    """
+    """:meth:`Monitor.ingest_columns` of one run's ``state`` (see there)."""
     size = len(model)
     categories = np.asarray(category)
     if (

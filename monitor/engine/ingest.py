@@ -188,16 +188,7 @@ class Ingestion:
         positions: Iterable[int | None] | None = None,
         cursor: tuple[str, str] | None = None,
     ) -> IngestReport:
-        """Count parsed items; rejections are dead-lettered, never counted.
-
-        ``source`` (one for all, or one per item) and ``positions`` (e.g. line
-        numbers, one per item) locate rejections for the user; ``items`` may
-        be consumed lazily. A :class:`TrialColumns` item (a payload's plain
-        trials) is counted whole when the run takes all of them, else trial
-        by trial, located as its payload says. ``cursor``
-        (name, position) is committed atomically with the trials, so a source
-        resuming from it neither skips nor repeats.
-        """
+        """:meth:`Monitor.ingest_parsed` (see there for the arguments)."""
         where = positions if positions is not None else itertools.repeat(None)
         origins = itertools.repeat(source) if isinstance(source, str) else source
         now = self._clock()

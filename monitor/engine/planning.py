@@ -56,19 +56,7 @@ class Planner:
         lease_s: float = DEFAULT_LEASE_S,
         model: str | None = None,
     ) -> list[NextItem]:
-        """Reserve ``budget`` trials: which (model, question, trials) to run next.
-
-        The plan is a lease (every item carries its ``lease`` id and
-        ``expires``): its trials count as in flight, in this and every later
-        plan and against ``max_trials_per_question``, until they are
-        reported (release goes by counts, oldest lease first) or the lease
-        expires after ``lease_s`` seconds. ``lease_s=0`` plans without
-        reserving (a look ahead; in-flight trials still count). ``model``
-        plans for that model only (a scheduler that runs one model).
-
-        Raises:
-            ValueError: for a negative budget or lease.
-        """
+        """:meth:`Monitor.next <monitor.engine.monitor.Monitor.next>`."""
         if budget < 0 or not lease_s >= 0:
             raise ValueError(
                 f"budget and lease_s must be >= 0; got {budget} and {lease_s}"
