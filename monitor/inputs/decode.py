@@ -61,16 +61,12 @@ import functools
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import msgspec
 
 from monitor.inputs.columns import (
-    BARE,
-    CORRECT_ONLY,
     EVENT,
-    NUMBERED,
-    NUMBERED_CATEGORY,
     Parsed,
     Trial,
     TrialColumns,
@@ -88,6 +84,7 @@ from monitor.inputs.reasons import (
     reject,
     too_large_reason,
 )
+from monitor.inputs.shapes import array_decoders, named_run
 from monitor.limits import MAX_BATCH_ITEMS, MAX_PAYLOAD_BYTES
 from monitor.schema import Rejection
 from monitor.trial_event import TrialEvent, is_time
@@ -101,32 +98,6 @@ _ELEMENTS: Final = msgspec.json.Decoder(list[msgspec.Raw])
 # Any JSON, to quote the offending value of a refused event.
 _ANY: Final = msgspec.json.Decoder()
 _LIST_OF_EVENTS: Final = list[TrialEvent]
-
-# The narrower shapes arrays are tried as first (see columns.NUMBERED ...):
-# the same contract with fewer fields to decode, so one that fits is the
-# fast path; a field it lacks makes it fail, and the next is tried.
-_ARRAY_FIELDS: Final[dict[str, list[tuple[Any, ...]]]] = {
-    NUMBERED: [("model", str), ("question", int), ("trial", int), ("correct", bool)],
-    NUMBERED_CATEGORY: [
-        ("model", str),
-        ("question", int),
-        ("trial", int),
-        ("category", int),
-    ],
-    CORRECT_ONLY: [
-        ("model", str),
-        ("question", str | int),
-        ("trial", str | int),
-        ("correct", bool),
-    ],
-    BARE: [
-        ("model", str),
-        ("question", str | int),
-        ("trial", str | int),
-        ("category", int | None, None),
-        ("correct", bool | None, None),
-    ],
-}
 
 
 def decode_payload(
@@ -419,49 +390,6 @@ def _bytes(payload: str | bytes) -> bytes:
 # -- the fast path of arrays --------------------------------------------------
 
 
-@functools.lru_cache(maxsize=256)
-def _decoders(
-    run: str | None, required: bool = False
-) -> tuple[tuple[str, msgspec.json.Decoder[list[Any]]], ...]:
-    """(kind, decoder) of arrays of each kind of :data:`_ARRAY_FIELDS`.
-
-    ``run`` None: an event's run may be any text or absent. Otherwise it
-    must be ``run`` (or absent, unless ``required``): msgspec then checks
-    every event's run in C as it decodes, and no column of runs is read.
-    """
-    named: Any = str if run is None else Literal.__getitem__(run)
-    spec: tuple[Any, ...] = ("run", named) if required else ("run", named, "")
-    decoders = []
-    for kind, fields in _ARRAY_FIELDS.items():
-        # Fields with defaults after the others, as a struct needs.
-        ordered: list[tuple[Any, ...]] = [field for field in fields if len(field) == 2]
-        ordered.append(spec)
-        ordered += [field for field in fields if len(field) == 3]
-        struct: Any = msgspec.defstruct(
-            f"_{kind.capitalize()}Event",
-            ordered,
-            forbid_unknown_fields=True,
-            gc=False,
-        )
-        decoders.append((kind, msgspec.json.Decoder(list[struct])))
-    return tuple(decoders)
-
-
-# The first run an array names: a guess, which _decoders(guess, True) checks.
-_FIRST_RUN: Final = re.compile(rb'"run"\s*:\s*"([^"\\]*)"')
-
-
-def _named_run(payload: bytes) -> str | None:
-    """The first run an array of events names, if it is plain text."""
-    named = _FIRST_RUN.search(payload)
-    if named is None:
-        return None
-    try:
-        return named.group(1).decode()
-    except UnicodeDecodeError:
-        return None
-
-
 def _array_columns(
     data: bytes,
     source: str,
@@ -471,8 +399,8 @@ def _array_columns(
 ) -> TrialColumns | Trial | None:
     """The array's plain trials as columns (an array of one: its trial), or
     None to read it event by event."""
-    run = channel if channel is not None else _named_run(data)
-    for kind, decoder in _decoders(run, channel is None and run is not None):
+    run = channel if channel is not None else named_run(data)
+    for kind, decoder in array_decoders(run, channel is None and run is not None):
         try:
             narrow = decoder.decode(data)
         except (msgspec.DecodeError, UnicodeDecodeError):
