@@ -216,6 +216,8 @@ def _row(
         outcome: dict[str, object] = {"category": category}
     else:
         outcome = _outcome(fields)
+        if not outcome:
+            return RowError(line, "missing field: category (or correct)")
     # The row as a trial event (ids as text, an empty cell absent), checked
     # by the one decoder: a bad row gets the contract's words.
     event: dict[str, object] = {"run": _text(fields.get("run")) or default_run}
@@ -271,7 +273,7 @@ def _outcome(fields: Mapping[str, object]) -> dict[str, object]:
     """The row's outcome as the contract's field, translated from text cells.
 
     A value that does not translate stays as it came, and no outcome stays
-    absent: the decoder words either refusal, as for any other source.
+    absent (the row reader names it); the decoder words any other refusal.
     """
     value = fields.get("category")
     if value in (None, "") and "correct" in fields:
