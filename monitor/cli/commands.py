@@ -15,7 +15,7 @@ from pathlib import Path
 
 from monitor.cli.common import DEFAULT_STATE, Subparsers, add_url_arguments
 
-INGEST_FORMATS = ("lm-eval", "jsonl", "csv", "npz")
+INGEST_FORMATS = ("lm-eval", "jsonl", "csv", "npz", "inspect")
 TRIAL_FIELDS = ("run", "model", "question", "trial", "category", "correct")
 
 
@@ -197,6 +197,11 @@ def _add_ingest_arguments(ingest: argparse.ArgumentParser) -> None:
     )
     ingest.add_argument(
         "--metric", help="lm-eval: the logged metric (default: each line's first)"
+    )
+    ingest.add_argument(
+        "--scorer",
+        help="inspect: the scorer whose value is the outcome (default: each "
+        "sample's first)",
     )
     ingest.add_argument(
         "--follow",

@@ -116,6 +116,10 @@ def _board_json(board: Scoreboard) -> dict[str, object]:
 def run_ingest(arguments: argparse.Namespace) -> int:
     path: Path = arguments.path
     _check_ingest_options(arguments)
+    if arguments.format == "inspect":
+        from monitor.cli.inspect_logs import run_ingest_inspect
+
+        return run_ingest_inspect(arguments)
     if path.exists() or not arguments.follow:
         check_input(path, arguments.format, "ingest")
     if arguments.url is not None:
@@ -205,6 +209,7 @@ def _check_ingest_options(arguments: argparse.Namespace) -> None:
         "--filter": ("lm-eval",),
         "--metric": ("lm-eval",),
         "--follow": ("lm-eval",),
+        "--scorer": ("inspect",),
     }
     for option, formats in only.items():
         given = getattr(arguments, option.removeprefix("--"))
