@@ -81,6 +81,7 @@ def _live_commands(commands: Subparsers) -> None:
     status.add_argument("--state", type=Path, help=_STATE_HELP)
     status.add_argument("--run", help="one run (default: all)")
     status.add_argument("--json", action="store_true", help="print JSON")
+    _add_format_argument(status)
     status.set_defaults(handler="reading:run_status")
 
     plan = commands.add_parser(
@@ -122,6 +123,7 @@ def _files_commands(commands: Subparsers) -> None:
     )
     score.add_argument("file", type=Path, help=".npz, .csv or .jsonl results")
     score.add_argument("--json", action="store_true", help="print JSON, not a table")
+    _add_format_argument(score)
     score.add_argument("--confidence", type=float, default=0.95, help="interval level")
     score.add_argument(
         "--weights",
@@ -288,6 +290,16 @@ def _simulating_commands(commands: Subparsers) -> None:
     )
     simulation.add_argument("--json", action="store_true", help="print JSON")
     simulation.set_defaults(handler="simulating:run_simulate")
+
+
+def _add_format_argument(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--format",
+        choices=("table", "json", "markdown", "csv"),
+        default=None,
+        help="table (default, for a terminal), json (as --json), markdown (one "
+        "table per run, for reports and PR descriptions) or csv (one row per model)",
+    )
 
 
 def _metrics(text: str) -> list[str]:

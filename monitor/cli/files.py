@@ -29,6 +29,7 @@ from monitor.cli.common import (
     url_token,
 )
 from monitor.cli.remote import ingest_to_url
+from monitor.cli.tables import boards_markdown, output_format, rows_csv, score_rows
 from monitor.cli.terminal import scoreboard_table, status_view, terminal
 from monitor.config import (
     load_run_configs,
@@ -67,8 +68,14 @@ def run_score(arguments: argparse.Namespace) -> int:
         boards = _score_rows(path, arguments)
         if not boards:
             return 1
-    if arguments.json:
+    shape = output_format(arguments)
+    if shape == "json":
         print(json.dumps([_board_json(board) for board in boards], indent=2))
+    elif shape == "markdown":
+        print(boards_markdown(boards), end="")
+    elif shape == "csv":
+        rows = [row for board in boards for row in score_rows(board)]
+        print(rows_csv(rows, status=False), end="")
     else:
         console = terminal()
         for board in boards:
