@@ -239,6 +239,23 @@ def _serving_commands(commands: Subparsers) -> None:
     serve.add_argument("--config", type=Path, help="service config TOML (optional)")
     serve.set_defaults(handler="serving:run_serve")
 
+    view = commands.add_parser(
+        "view",
+        help="open a state file's dashboard, read-only",
+        description=(
+            "Serve the dashboard and the API of a state file read-only, with no "
+            "config to write: the whole ranking trace of a finished run, or a "
+            "run still being written (the view follows the writer). Every write "
+            "answers 405."
+        ),
+    )
+    view.add_argument("state", type=Path, help="the state file (.monitor.db)")
+    view.add_argument(
+        "--port", type=int, default=7575, help="port (default 7575; 0: any free one)"
+    )
+    view.add_argument("--host", default="127.0.0.1", help="address (default loopback)")
+    view.set_defaults(handler="viewing:run_view")
+
 
 def _simulating_commands(commands: Subparsers) -> None:
     simulation = commands.add_parser(

@@ -33,6 +33,7 @@ from monitor.interfaces import Store
 from monitor.limits import DEFAULT_LEASE_S, MAX_UNDECLARED_RUNS
 from monitor.schema import NextItem, RunConfig, Status
 from monitor.stores.factory import open_store
+from monitor.stores.history import HistoryPoint
 from monitor.stores.records import IngestReport, StoredEvent
 
 
@@ -102,12 +103,15 @@ class Monitor:
         self.close()
 
     def close(self) -> None:
-        """Fire the events pending since the last look, then close the store."""
+        """Fire the events pending since the last look, keep each run's last
+        look in its history, then close the store."""
         if self._closed:
             return
         self._closed = True
         try:
             self._looks.look_dirty(self._clock(), force=True)
+            for run in self._registry.names:
+                self._looks.keep_latest(run)
         finally:
             self._store.close()
 
@@ -280,6 +284,15 @@ class Monitor:
         """
         self._looks.look_dirty(self._clock(), force=True)
         return self._store.events_after(run, seq)
+
+    def history(self, run: str) -> list[HistoryPoint]:
+        """The run's look summaries, oldest first (bounded and thinned).
+
+        Raises:
+            UnknownRunError: for a run the monitor does not know.
+        """
+        self._looks.keep_latest(run)
+        return self._store.history(run)
 
     def subscribe(self, listener: Callable[[StoredEvent], None]) -> None:
         """Call ``listener`` with every event as it fires."""
