@@ -26,7 +26,7 @@ from monitor.stores.records import CountChanges, PendingEvent, StoredEvent
 
 log = logging.getLogger(__name__)
 
-# Looks triggered by ingestion keep a history point at most this often.
+# A run keeps a look summary at most this often (default).
 HISTORY_INTERVAL_S = 0.1
 
 # Events read per store call when catching up with a run's event log.
@@ -43,6 +43,7 @@ class Looks:
         look_interval_s: Minimum time between looks triggered by ingestion.
         shared_refresh_s: With a shared store, how often a look re-reads
             every worker's counts.
+        history_interval_s: Least time between two kept look summaries.
     """
 
     def __init__(
@@ -52,12 +53,14 @@ class Looks:
         clock: Callable[[], float],
         look_interval_s: float,
         shared_refresh_s: float,
+        history_interval_s: float = HISTORY_INTERVAL_S,
     ) -> None:
         self._store = store
         self._registry = registry
         self._clock = clock
         self._look_interval_s = look_interval_s
         self._shared_refresh_s = shared_refresh_s
+        self._history_interval_s = history_interval_s
         self._last_refresh: dict[str, float] = {}
         # Each run's fired events as read from the store (see _settled_of).
         self._event_log: dict[str, list[StoredEvent]] = {}
@@ -172,7 +175,7 @@ class Looks:
     ) -> None:
         """Keep the look's summary when the trials moved on (see stores.history).
 
-        A run keeps one at most every ``HISTORY_INTERVAL_S`` (each is a
+        A run keeps one at most every ``history_interval_s`` (each is a
         durable write, and a service looks at every status pass);
         :meth:`keep_latest` keeps the latest whatever the interval.
         """
@@ -180,7 +183,7 @@ class Looks:
         kept_trials, kept_at = self._history_kept.get(run, (-1, -math.inf))
         if trials == kept_trials or not standings:
             return
-        if now - kept_at < HISTORY_INTERVAL_S:
+        if now - kept_at < self._history_interval_s:
             return
         by_model = {standing.model: standing for standing in standings}
         point = HistoryPoint(

@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from monitor.engine.ingest import EventInput, Ingestion
-from monitor.engine.looks import Looks
+from monitor.engine.looks import HISTORY_INTERVAL_S, Looks
 from monitor.engine.planning import Planner
 from monitor.engine.registry import Registry
 from monitor.engine.reservations import Key
@@ -51,6 +51,8 @@ class Monitor:
         shared_refresh_s: With a shared store (several workers), how often a
             look re-reads every worker's counts; between re-reads a status
             adds this worker's own trials to the last shared counts.
+        history_interval_s: Least time between two look summaries kept in
+            the run's history (each a store write); 0 keeps every look's.
         max_undeclared_runs: With no declared run, how many runs events may
             create by naming them; later names are refused.
 
@@ -71,13 +73,19 @@ class Monitor:
         clock: Callable[[], float] = time.time,
         look_interval_s: float = 0.05,
         shared_refresh_s: float = 0.25,
+        history_interval_s: float = HISTORY_INTERVAL_S,
         max_undeclared_runs: int = MAX_UNDECLARED_RUNS,
     ) -> None:
         self._store: Store = open_store(state)
         self._clock = clock
         self._registry = Registry(self._store, max_undeclared_runs)
         self._looks = Looks(
-            self._store, self._registry, clock, look_interval_s, shared_refresh_s
+            self._store,
+            self._registry,
+            clock,
+            look_interval_s,
+            shared_refresh_s,
+            history_interval_s,
         )
         stored = self._store.load()
         self._registry.reload(stored)
