@@ -12,6 +12,7 @@ from typing import Protocol
 from monitor.limits import MAX_PAYLOAD_BYTES
 from monitor.schema import RunConfig, Status
 from monitor.stores.batches import Batch, Previous
+from monitor.stores.history import HistoryPoint
 from monitor.stores.records import (
     CountChanges,
     DeadLetter,
@@ -128,6 +129,18 @@ class Store(Protocol):
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
         """The most recent rejected inputs, newest last."""
+        ...
+
+    def record_history(self, run: str, point: HistoryPoint) -> None:
+        """Keep a look's summary, unless the run's last one has as many trials.
+
+        Bounded and thinned (:mod:`monitor.stores.history`); a read-only
+        store keeps nothing.
+        """
+        ...
+
+    def history(self, run: str) -> list[HistoryPoint]:
+        """The run's kept look summaries, oldest first."""
         ...
 
     def close(self) -> None:

@@ -42,6 +42,8 @@ Per run (``{prefix}:{{run}}:...``):
   refresh the run's status (see ``RedisStore.status_turn``).
 - ``events`` (stream): fired events, entry id ``<seq>-0``; fields ``kind``,
   ``subject``, ``payload`` (JSON), ``ts``.
+- ``history`` (list): look summaries as JSON, oldest first, bounded and
+  thinned (:mod:`monitor.stores.history`; appended by ``append_history``).
 
 Global:
 
@@ -78,6 +80,7 @@ RUN_KEY_NAMES: Final = (
     "cell_numbers",
     "cells",
     "status_turn",
+    "history",
 )
 
 
@@ -139,6 +142,10 @@ def cell_numbers(prefix: str, run: str) -> str:
 
 def cells(prefix: str, run: str) -> str:
     return _run_key(prefix, run, "cells")
+
+
+def history(prefix: str, run: str) -> str:
+    return _run_key(prefix, run, "history")
 
 
 def status_turn(prefix: str, run: str) -> str:

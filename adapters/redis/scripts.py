@@ -39,7 +39,7 @@ QUOTED_LIMIT: Final = 100_000
 
 
 class Scripts:
-    """The store's three scripts on one client, and the calls that queue them.
+    """The store's scripts on one client, and the calls that queue them.
 
     Args:
         client: The store's client (one Redis or a cluster).
@@ -67,6 +67,13 @@ class Scripts:
         self._apply_trials_script = self._register("apply_trials.lua")
         self._fire_events_script = self._register("fire_events.lua")
         self._read_cells_script = self._register("read_cells.lua")
+        self._append_history_script = self._register("append_history.lua")
+
+    def append_history(self, run: str, point: str, trials: int, limit: int) -> None:
+        """Keep a look's summary (see ``lua/append_history.lua``)."""
+        self._append_history_script(
+            keys=[keys.history(self._prefix, run)], args=[point, trials, limit]
+        )
 
     def chunks(self, count: int) -> int:
         """How many ``apply_trials`` calls a batch of ``count`` trials takes."""

@@ -76,6 +76,12 @@ from adapters.redis.records import (
 from adapters.redis.scripts import CHUNK_SIZE, Scripts, check_trials
 from monitor.schema import RunConfig
 from monitor.stores.batches import Batch, Previous, TrialAsBatch
+from monitor.stores.history import (
+    HISTORY_MAX,
+    HistoryPoint,
+    decode_point,
+    encode_point,
+)
 from monitor.stores.records import (
     CountChanges,
     DeadLetter,
@@ -375,6 +381,17 @@ class RedisStore(TrialAsBatch):
             for _, fields in reversed(entries or [])
             if fields is not None
         ]
+
+    def record_history(self, run: str, point: HistoryPoint) -> None:
+        with translated(f"record the history of run {run!r}"):
+            self._scripts.append_history(
+                run, encode_point(point).decode(), point.trials, HISTORY_MAX
+            )
+
+    def history(self, run: str) -> list[HistoryPoint]:
+        with translated(f"read the history of run {run!r}"):
+            points = self._client.lrange(keys.history(self._prefix, run), 0, -1)
+        return [decode_point(point) for point in points or []]
 
     def close(self) -> None:
         if self._owns_client:

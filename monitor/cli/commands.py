@@ -15,7 +15,7 @@ from pathlib import Path
 
 from monitor.cli.common import DEFAULT_STATE, Subparsers, add_url_arguments
 
-INGEST_FORMATS = ("lm-eval", "jsonl", "csv", "npz")
+INGEST_FORMATS = ("lm-eval", "jsonl", "csv", "npz", "inspect")
 TRIAL_FIELDS = ("run", "model", "question", "trial", "category", "correct")
 
 
@@ -81,6 +81,7 @@ def _live_commands(commands: Subparsers) -> None:
     status.add_argument("--state", type=Path, help=_STATE_HELP)
     status.add_argument("--run", help="one run (default: all)")
     status.add_argument("--json", action="store_true", help="print JSON")
+    _add_format_argument(status)
     status.set_defaults(handler="reading:run_status")
 
     plan = commands.add_parser(
@@ -122,6 +123,7 @@ def _files_commands(commands: Subparsers) -> None:
     )
     score.add_argument("file", type=Path, help=".npz, .csv or .jsonl results")
     score.add_argument("--json", action="store_true", help="print JSON, not a table")
+    _add_format_argument(score)
     score.add_argument("--confidence", type=float, default=0.95, help="interval level")
     score.add_argument(
         "--weights",
@@ -199,6 +201,11 @@ def _add_ingest_arguments(ingest: argparse.ArgumentParser) -> None:
         "--metric", help="lm-eval: the logged metric (default: each line's first)"
     )
     ingest.add_argument(
+        "--scorer",
+        help="inspect: the scorer whose value is the outcome (default: each "
+        "sample's first)",
+    )
+    ingest.add_argument(
         "--follow",
         action="store_true",
         help="lm-eval: keep reading new samples files until interrupted",
@@ -231,6 +238,23 @@ def _serving_commands(commands: Subparsers) -> None:
     )
     serve.add_argument("--config", type=Path, help="service config TOML (optional)")
     serve.set_defaults(handler="serving:run_serve")
+
+    view = commands.add_parser(
+        "view",
+        help="open a state file's dashboard, read-only",
+        description=(
+            "Serve the dashboard and the API of a state file read-only, with no "
+            "config to write: the whole ranking trace of a finished run, or a "
+            "run still being written (the view follows the writer). Every write "
+            "answers 405."
+        ),
+    )
+    view.add_argument("state", type=Path, help="the state file (.monitor.db)")
+    view.add_argument(
+        "--port", type=int, default=7575, help="port (default 7575; 0: any free one)"
+    )
+    view.add_argument("--host", default="127.0.0.1", help="address (default loopback)")
+    view.set_defaults(handler="viewing:run_view")
 
 
 def _simulating_commands(commands: Subparsers) -> None:
@@ -283,6 +307,16 @@ def _simulating_commands(commands: Subparsers) -> None:
     )
     simulation.add_argument("--json", action="store_true", help="print JSON")
     simulation.set_defaults(handler="simulating:run_simulate")
+
+
+def _add_format_argument(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--format",
+        choices=("table", "json", "markdown", "csv"),
+        default=None,
+        help="table (default, for a terminal), json (as --json), markdown (one "
+        "table per run, for reports and PR descriptions) or csv (one row per model)",
+    )
 
 
 def _metrics(text: str) -> list[str]:

@@ -29,6 +29,7 @@ from monitor.cli.common import (
     url_token,
 )
 from monitor.cli.remote import ingest_to_url
+from monitor.cli.tables import boards_markdown, output_format, rows_csv, score_rows
 from monitor.cli.terminal import scoreboard_table, status_view, terminal
 from monitor.config import (
     load_run_configs,
@@ -67,8 +68,14 @@ def run_score(arguments: argparse.Namespace) -> int:
         boards = _score_rows(path, arguments)
         if not boards:
             return 1
-    if arguments.json:
+    shape = output_format(arguments)
+    if shape == "json":
         print(json.dumps([_board_json(board) for board in boards], indent=2))
+    elif shape == "markdown":
+        print(boards_markdown(boards), end="")
+    elif shape == "csv":
+        rows = [row for board in boards for row in score_rows(board)]
+        print(rows_csv(rows, status=False), end="")
     else:
         console = terminal()
         for board in boards:
@@ -116,6 +123,10 @@ def _board_json(board: Scoreboard) -> dict[str, object]:
 def run_ingest(arguments: argparse.Namespace) -> int:
     path: Path = arguments.path
     _check_ingest_options(arguments)
+    if arguments.format == "inspect":
+        from monitor.cli.inspect_logs import run_ingest_inspect
+
+        return run_ingest_inspect(arguments)
     if path.exists() or not arguments.follow:
         check_input(path, arguments.format, "ingest")
     if arguments.url is not None:
@@ -205,6 +216,7 @@ def _check_ingest_options(arguments: argparse.Namespace) -> None:
         "--filter": ("lm-eval",),
         "--metric": ("lm-eval",),
         "--follow": ("lm-eval",),
+        "--scorer": ("inspect",),
     }
     for option, formats in only.items():
         given = getattr(arguments, option.removeprefix("--"))

@@ -57,7 +57,8 @@ def run_watch(arguments: argparse.Namespace) -> int:
         if arguments.http is None
         else listening_socket("127.0.0.1", arguments.http)
     )
-    with Monitor(state) as monitor:
+    # Every look kept: a file replayed at full speed draws its whole trace.
+    with Monitor(state, history_interval_s=0.0) as monitor:
         for config in configs:
             monitor.configure(config)
         console = terminal()

@@ -11,6 +11,7 @@ import json
 import sys
 
 from monitor.cli.common import find_state, print_statuses
+from monitor.cli.tables import output_format, rows_csv, status_rows, statuses_markdown
 from monitor.cli.terminal import status_view, terminal
 from monitor.engine.monitor import Monitor
 from monitor.stores.sqlite import SqliteStore
@@ -21,8 +22,14 @@ def run_status(arguments: argparse.Namespace) -> int:
     with Monitor(SqliteStore(state, read_only=True)) as monitor:
         runs = [arguments.run] if arguments.run else monitor.runs
         statuses = [monitor.status(run) for run in runs]
-        if arguments.json:
+        shape = output_format(arguments)
+        if shape == "json":
             print_statuses(statuses)
+        elif shape == "markdown":
+            print(statuses_markdown(statuses), end="")
+        elif shape == "csv":
+            rows = [row for status in statuses for row in status_rows(status)]
+            print(rows_csv(rows, status=True), end="")
         else:
             console = terminal()
             for status in statuses:

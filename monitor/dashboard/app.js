@@ -1,7 +1,7 @@
 // scorio-monitor live dashboard: plain ES2020 and inline SVG, no dependencies,
 // so it works offline and needs no build step.
 //
-// Data: GET runs, runs/{run}/config and runs/{run}/trace once per run, then the
+// Data: GET runs, runs/{run}/config and runs/{run}/history once per run, then the
 // server-sent event stream runs/{run}/events ("status" messages carry a Status,
 // the other event types carry {seq, run, kind, subject, payload, ts}).
 //
@@ -12,7 +12,7 @@
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 const LOG_LIMIT = 200;
-const TRACE_LIMIT = 2000; // as many points as the server keeps
+const TRACE_LIMIT = 2000; // the server keeps at most 1,000 per run, thinned
 const RUNS_POLL_MS = 15000;
 const QUESTIONS_POLL_MS = 2000; // the per-question table: at most this often
 const PALETTE = [
@@ -138,8 +138,16 @@ async function selectRun(run) {
   document.body.dataset.run = run;
   queueRender();
   try {
-    const answers = [getJson(runPath(run, "config")), getJson(runPath(run, "trace"))];
-    const [config, trace] = await Promise.all(answers);
+    const answers = [getJson(runPath(run, "config")), getJson(runPath(run, "history"))];
+    const [config, history] = await Promise.all(answers);
+    // The store's history: every kept look, so a restart or a finished run
+    // shows its whole trace.
+    const trace = history.map((point) => ({
+      ts: point.ts,
+      trials: point.trials,
+      order: point.models.map((row) => row.model),
+      mu: Object.fromEntries(point.models.map((row) => [row.model, row.mu])),
+    }));
     if (generation === state.generation) Object.assign(state, { config, trace });
   } catch (error) {
     console.warn("could not load the run's config or trace:", error);
@@ -286,26 +294,46 @@ function renderRejected() {
 
 // -- pace and export ------------------------------------------------------
 
-// Trials per minute over the last minute of trace points (at least two).
-function trialRate() {
+const PACE_WINDOW_S = 60;
+const PACE_REDRAW_MS = 2000;
+
+// Trials per minute over the last minute of wall-clock time, up to now: a
+// feed that stopped decays to 0 instead of repeating its last pace. Null
+// before two points; ``idle`` is the seconds since the last new trial.
+function trialRate(now = Date.now() / 1000) {
   const points = state.trace.filter((point) => point.order.length > 0);
   if (points.length < 2) return null;
   const last = points[points.length - 1];
-  const since = points.find((point) => point.ts >= last.ts - 60) ?? points[0];
-  const first = since === last ? points[points.length - 2] : since;
-  const minutes = (last.ts - first.ts) / 60;
-  return minutes > 0 ? (last.trials - first.trials) / minutes : null;
+  const idle = Math.max(now - last.ts, 0);
+  // The trials before the window: the last point at or before its start.
+  const start = now - PACE_WINDOW_S;
+  const before = points.filter((point) => point.ts <= start).pop();
+  const first = before ?? points[0];
+  const minutes = (now - Math.max(first.ts, start)) / 60;
+  const gained = before ? last.trials - before.trials : last.trials - first.trials;
+  if (!(minutes > 0)) return { perMinute: null, idle };
+  return { perMinute: Math.max(gained, 0) / Math.max(minutes, 1 / 60), idle };
 }
 
-// Trials still to run: the budget left, else the forecasts of models that need trials.
+// Trials still to run: what the forecasts say the models that need trials
+// still need, within the budget left; the budget left when a forecast is
+// missing; null when neither is known.
 function trialsLeft(status) {
   const models = Math.max(status.models.length, state.config?.models?.length ?? 0);
   const budget = budgetShare(status.trials, models);
-  if (budget) return Math.max(budget.total - status.trials, 0);
+  const budgetLeft = budget ? Math.max(budget.total - status.trials, 0) : null;
   const forecasts = status.models.filter((row) => row.needs_trials).map((row) => row.predicted_trials);
   if (forecasts.length === 0) return 0;
-  return forecasts.every((value) => typeof value === "number") ? forecasts.reduce((a, b) => a + b, 0) : null;
+  if (forecasts.every((value) => typeof value === "number")) {
+    const needed = forecasts.reduce((a, b) => a + b, 0);
+    return budgetLeft === null ? needed : Math.min(needed, budgetLeft);
+  }
+  return budgetLeft;
 }
+
+const STALLED_AFTER_S = 30;
+const since = (seconds) =>
+  seconds < 90 ? `${Math.round(seconds)} s` : seconds < 5400 ? `${Math.round(seconds / 60)} min` : `${(seconds / 3600).toFixed(1)} h`;
 
 // Reported cost per minute over the last minute of statuses: seconds of
 // inference when trials report them, else tokens; null when none is reported.
@@ -322,13 +350,17 @@ function costRate() {
 }
 
 function renderPace(status) {
-  const rate = trialRate();
+  const pace = trialRate();
+  const rate = pace?.perMinute ?? null;
+  const stalled = pace !== null && pace.idle >= STALLED_AFTER_S;
   setText("rate", rate === null ? "—" : `${Math.round(rate).toLocaleString("en-US")}/min`);
+  field("rate").dataset.stalled = String(stalled);
   const left = trialsLeft(status);
   let eta = "no estimate yet";
   if (left === 0 || status.stable) eta = "nothing left to run";
+  else if (stalled) eta = `stalled: no new trial for ${since(pace.idle)}`;
   else if (rate && left !== null) eta = `ETA ~${Math.ceil(left / rate).toLocaleString("en-US")} min for ${approx(left)} trials`;
-  else if (left === null) eta = "no budget: no end to estimate";
+  else if (left === null) eta = "no budget and no forecast: no end to estimate";
   setText("eta", eta);
   const cost = costRate();
   setText(
@@ -681,6 +713,8 @@ function start() {
   });
   loadRuns();
   setInterval(loadRuns, RUNS_POLL_MS); // new runs appear without a reload
+  // A stalled feed sends no statuses: the pace is redrawn on the clock.
+  setInterval(() => state.status && renderPace(state.status), PACE_REDRAW_MS);
 }
 
 start();

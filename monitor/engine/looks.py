@@ -10,15 +10,24 @@ shared store, a look re-reads every worker's counts now and then.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from monitor.decisions.decide import RunDecision, Settled, decide
 from monitor.decisions.events import pending_events, settled_from_events
+from monitor.decisions.model import Standing
 from monitor.engine.registry import Registry
+from monitor.errors import StoreError
 from monitor.interfaces import Store
+from monitor.stores.history import HistoryPoint, ModelPoint
 from monitor.stores.records import CountChanges, PendingEvent, StoredEvent
+
+log = logging.getLogger(__name__)
+
+# A run keeps a look summary at most this often (default).
+HISTORY_INTERVAL_S = 0.1
 
 # Events read per store call when catching up with a run's event log.
 _EVENTS_PER_READ = 1000
@@ -34,6 +43,7 @@ class Looks:
         look_interval_s: Minimum time between looks triggered by ingestion.
         shared_refresh_s: With a shared store, how often a look re-reads
             every worker's counts.
+        history_interval_s: Least time between two kept look summaries.
     """
 
     def __init__(
@@ -43,12 +53,14 @@ class Looks:
         clock: Callable[[], float],
         look_interval_s: float,
         shared_refresh_s: float,
+        history_interval_s: float = HISTORY_INTERVAL_S,
     ) -> None:
         self._store = store
         self._registry = registry
         self._clock = clock
         self._look_interval_s = look_interval_s
         self._shared_refresh_s = shared_refresh_s
+        self._history_interval_s = history_interval_s
         self._last_refresh: dict[str, float] = {}
         # Each run's fired events as read from the store (see _settled_of).
         self._event_log: dict[str, list[StoredEvent]] = {}
@@ -61,6 +73,8 @@ class Looks:
         # dirty run's last look + interval): before it, no look is tried.
         self._next_look = -math.inf
         self._fired: set[tuple[str, str, str]] = set()
+        # Per run, the trials and time of the last look summary kept.
+        self._history_kept: dict[str, tuple[int, float]] = {}
         self._listeners: list[Callable[[StoredEvent], None]] = []
 
     @property
@@ -87,6 +101,16 @@ class Looks:
             self._registry.run(name)
             self._dirty.add(name)
         return self.look_dirty(self._clock(), force=True, only=runs)
+
+    def keep_latest(self, run: str) -> None:
+        """Look at ``run`` now and keep its summary in the history, if new."""
+        trials, _ = self._history_kept.get(run, (-1, 0.0))
+        state = self._registry.run(run)
+        counted = sum(table.trial_count for table in state.tables.values())
+        if counted == trials and not self._store.is_shared:
+            return
+        self._history_kept[run] = (trials, -math.inf)
+        self.look(run)
 
     def decision(self, run: str) -> RunDecision:
         """The run's current decision; looks first if it may be stale."""
@@ -142,6 +166,46 @@ class Looks:
                 default=math.inf,
             )
 
+    def _keep_history(
+        self,
+        run: str,
+        now: float,
+        standings: Sequence[Standing],
+        decision: RunDecision,
+    ) -> None:
+        """Keep the look's summary when the trials moved on (see stores.history).
+
+        A run keeps one at most every ``history_interval_s`` (each is a
+        durable write, and a service looks at every status pass);
+        :meth:`keep_latest` keeps the latest whatever the interval.
+        """
+        trials = sum(standing.trials for standing in standings)
+        kept_trials, kept_at = self._history_kept.get(run, (-1, -math.inf))
+        if trials == kept_trials or not standings:
+            return
+        if now - kept_at < self._history_interval_s:
+            return
+        by_model = {standing.model: standing for standing in standings}
+        point = HistoryPoint(
+            ts=now,
+            trials=trials,
+            models=tuple(
+                ModelPoint(
+                    model=name,
+                    mu=by_model[name].mu,
+                    sigma=by_model[name].sigma,
+                    group=decision.groups[name],
+                )
+                for name in decision.order
+            ),
+        )
+        try:
+            self._store.record_history(run, point)
+        except StoreError as exc:
+            # The trace loses a point; counting goes on.
+            log.warning("could not keep the look of run %r: %s", run, exc)
+        self._history_kept[run] = (trials, now)
+
     def _settled_of(self, run: str) -> Settled:
         """The run's settled decisions as its fired events record them.
 
@@ -193,8 +257,9 @@ class Looks:
                 if shared is not None:
                     # Other workers may have settled decisions too.
                     self._settled[run] = self._settled_of(run)
+            standings = state.standings(state.config.confidence)
             decision = decide(
-                state.standings(state.config.confidence),
+                standings,
                 state.config,
                 state.rule_for,
                 self._settled.get(run),
@@ -205,6 +270,7 @@ class Looks:
             self._dirty.discard(run)
             self._last_look[run] = now
             trials = {name: table.trial_count for name, table in state.tables.items()}
+            self._keep_history(run, now, standings, decision)
             pending.extend(
                 event
                 for event in pending_events(run, decision, trials, now)

@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from monitor.engine.ingest import EventInput, Ingestion
-from monitor.engine.looks import Looks
+from monitor.engine.looks import HISTORY_INTERVAL_S, Looks
 from monitor.engine.planning import Planner
 from monitor.engine.registry import Registry
 from monitor.engine.reservations import Key
@@ -33,6 +33,7 @@ from monitor.interfaces import Store
 from monitor.limits import DEFAULT_LEASE_S, MAX_UNDECLARED_RUNS
 from monitor.schema import NextItem, RunConfig, Status
 from monitor.stores.factory import open_store
+from monitor.stores.history import HistoryPoint
 from monitor.stores.records import IngestReport, StoredEvent
 
 
@@ -50,6 +51,8 @@ class Monitor:
         shared_refresh_s: With a shared store (several workers), how often a
             look re-reads every worker's counts; between re-reads a status
             adds this worker's own trials to the last shared counts.
+        history_interval_s: Least time between two look summaries kept in
+            the run's history (each a store write); 0 keeps every look's.
         max_undeclared_runs: With no declared run, how many runs events may
             create by naming them; later names are refused.
 
@@ -70,13 +73,19 @@ class Monitor:
         clock: Callable[[], float] = time.time,
         look_interval_s: float = 0.05,
         shared_refresh_s: float = 0.25,
+        history_interval_s: float = HISTORY_INTERVAL_S,
         max_undeclared_runs: int = MAX_UNDECLARED_RUNS,
     ) -> None:
         self._store: Store = open_store(state)
         self._clock = clock
         self._registry = Registry(self._store, max_undeclared_runs)
         self._looks = Looks(
-            self._store, self._registry, clock, look_interval_s, shared_refresh_s
+            self._store,
+            self._registry,
+            clock,
+            look_interval_s,
+            shared_refresh_s,
+            history_interval_s,
         )
         stored = self._store.load()
         self._registry.reload(stored)
@@ -102,12 +111,15 @@ class Monitor:
         self.close()
 
     def close(self) -> None:
-        """Fire the events pending since the last look, then close the store."""
+        """Fire the events pending since the last look, keep each run's last
+        look in its history, then close the store."""
         if self._closed:
             return
         self._closed = True
         try:
             self._looks.look_dirty(self._clock(), force=True)
+            for run in self._registry.names:
+                self._looks.keep_latest(run)
         finally:
             self._store.close()
 
@@ -280,6 +292,15 @@ class Monitor:
         """
         self._looks.look_dirty(self._clock(), force=True)
         return self._store.events_after(run, seq)
+
+    def history(self, run: str) -> list[HistoryPoint]:
+        """The run's look summaries, oldest first (bounded and thinned).
+
+        Raises:
+            UnknownRunError: for a run the monitor does not know.
+        """
+        self._looks.keep_latest(run)
+        return self._store.history(run)
 
     def subscribe(self, listener: Callable[[StoredEvent], None]) -> None:
         """Call ``listener`` with every event as it fires."""

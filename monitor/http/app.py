@@ -34,6 +34,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from monitor.config import HttpSettings
 from monitor.errors import ConfigError, StoreError, UnknownRunError
+from monitor.http.history import router as history_router
 from monitor.http.middleware import BodyLimit, scope_oversize
 from monitor.http.views import (
     QuestionRow,
@@ -87,13 +88,6 @@ class IngestAnswer(BaseModel):
     rejected_count: int
 
 
-class TracePointOut(BaseModel):
-    ts: float
-    trials: int
-    order: list[str]
-    mu: dict[str, float]
-
-
 def create_app(
     service: Service, settings: HttpSettings, metrics: MetricsRenderer | None = None
 ) -> FastAPI:
@@ -114,6 +108,7 @@ def create_app(
     app.add_exception_handler(StoreError, _store_unavailable)
     app.add_exception_handler(ConfigError, _config_conflict)
     app.mount("/dashboard", StaticFiles(directory=str(DASHBOARD)), name="dashboard")
+    app.include_router(history_router)
     writer = [Depends(_same_origin_json), Depends(_authorized)]
 
     @app.get("/", include_in_schema=False)
@@ -219,15 +214,6 @@ def create_app(
         return await service.call(
             functools.partial(rejected_inputs, service.monitor, run)
         )
-
-    @app.get("/runs/{run}/trace")
-    async def trace(run: str, request: Request) -> list[TracePointOut]:
-        service = _service(request)
-        await service.config(run)  # 404 for an unknown run
-        return [
-            TracePointOut(ts=p.ts, trials=p.trials, order=list(p.order), mu=p.mu)
-            for p in service.trace(run)
-        ]
 
     @app.get("/runs/{run}/events")
     async def events(

@@ -17,7 +17,6 @@ and a look timer (fires events due to time or to other workers).
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import enum
 import functools
@@ -25,7 +24,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import TracebackType
 from typing import TypeVar
 
@@ -53,19 +52,6 @@ Result = TypeVar("Result")
 _RESTART_DELAYS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 # How long a cancelled task may take to end before it is cancelled again.
 _CANCEL_RETRY_S = 1.0
-TRACE_POINTS = 2000
-
-
-@dataclass(frozen=True, slots=True)
-class TracePoint:
-    """A run's ranking at one moment, for the dashboard's trace."""
-
-    ts: float
-    trials: int
-    order: tuple[str, ...]
-    mu: dict[str, float]
-
-
 _REFRESH_ALL_EVERY_S = 1.0
 
 
@@ -131,7 +117,6 @@ class Service:
         self._subscribers: set[Subscription] = set()
         self._subscriber_max_bytes = subscriber_max_bytes
         self._subscriber_stall_s = subscriber_stall_s
-        self._traces: dict[str, collections.deque[TracePoint]] = {}
         self._rejections = RecentRejections()
         self._failure: SourceConflictError | None = None
         self._failed = asyncio.Event()
@@ -296,10 +281,6 @@ class Service:
         """The run's latest rejected inputs, newest first (see RecentRejections)."""
         return self._rejections.newest_first(run, limit)
 
-    def trace(self, run: str) -> list[TracePoint]:
-        """Recent (time, trials, order, mu per model) points of a run, oldest first."""
-        return list(self._traces.get(run, ()))
-
     def _notify(self, item: StoredEvent | Status, size: int = 0) -> None:
         for subscription in list(self._subscribers):
             if not subscription.offer(item, size):
@@ -319,21 +300,6 @@ class Service:
         parsed = with_implied_run(self._monitor, parsed)
         return self._monitor.ingest_parsed(
             parsed, source=sources, positions=positions, cursor=cursor
-        )
-
-    def _record_trace(self, status: Status) -> None:
-        points = self._traces.setdefault(
-            status.run, collections.deque(maxlen=TRACE_POINTS)
-        )
-        if not status.models or (points and points[-1].trials == status.trials):
-            return
-        points.append(
-            TracePoint(
-                ts=time.time(),
-                trials=status.trials,
-                order=tuple(row.model for row in status.models),
-                mu={row.model: row.mu for row in status.models},
-            )
         )
 
     def _statuses(self, runs: list[str]) -> list[Status]:
@@ -426,7 +392,6 @@ class Service:
                 for publisher in self._publishers:
                     publisher.publish_status(status)
                 self._notify(status)
-                self._record_trace(status)
             self._snapshot = replace(
                 self._snapshot,
                 statuses=merged,

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from monitor.limits import DEAD_LETTERS_MAX, DEAD_LETTERS_MAX_AGE_S
 from monitor.schema import RunConfig
 from monitor.stores.batches import Batch, Previous
+from monitor.stores.history import HISTORY_MAX, HistoryPoint, thinned
 from monitor.stores.local import LocalCounts
 from monitor.stores.records import (
     DeadLetter,
@@ -43,6 +44,7 @@ class MemoryStore:
         )
         self._dead_letters_max_age_s = dead_letters_max_age_s
         self._cursors: dict[str, str] = {}
+        self._history: dict[str, list[HistoryPoint]] = {}
 
     @property
     def is_shared(self) -> bool:
@@ -128,6 +130,17 @@ class MemoryStore:
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
         return list(self._dead_letters)[-limit:]
+
+    def record_history(self, run: str, point: HistoryPoint) -> None:
+        points = self._history.setdefault(run, [])
+        if points and points[-1].trials >= point.trials:
+            return
+        points.append(point)
+        if len(points) > HISTORY_MAX:
+            self._history[run] = thinned(points)
+
+    def history(self, run: str) -> list[HistoryPoint]:
+        return list(self._history.get(run, ()))
 
     def close(self) -> None:
         return None

@@ -28,6 +28,7 @@ from monitor.errors import StoreError
 from monitor.limits import DEAD_LETTERS_MAX, DEAD_LETTERS_MAX_AGE_S
 from monitor.schema import RunConfig
 from monitor.stores.batches import Batch, Previous, TrialAsBatch, TrialBatch
+from monitor.stores.history import HistoryPoint
 from monitor.stores.local import LocalCounts
 from monitor.stores.lock import WriterLock
 from monitor.stores.records import (
@@ -38,6 +39,7 @@ from monitor.stores.records import (
     StoredEvent,
     StoredState,
 )
+from monitor.stores.sqlite_history import append_point, read_points
 from monitor.stores.sqlite_schema import (
     APPEND_TRIALS,
     TRIAL_COLUMNS,
@@ -323,6 +325,16 @@ class SqliteStore(TrialAsBatch):
         except sqlite3.Error as exc:
             raise StoreError(f"cannot read dead letters: {exc}") from exc
         return [DeadLetter(*row) for row in reversed(rows)]
+
+    def record_history(self, run: str, point: HistoryPoint) -> None:
+        if not self._read_only:
+            self._write(lambda db: append_point(db, run, point))
+
+    def history(self, run: str) -> list[HistoryPoint]:
+        try:
+            return read_points(self._db, run)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read the history: {exc}") from exc
 
     def close(self) -> None:
         try:

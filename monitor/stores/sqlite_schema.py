@@ -44,6 +44,10 @@ CREATE TABLE IF NOT EXISTS events (
     subject TEXT NOT NULL, payload TEXT NOT NULL, ts REAL NOT NULL,
     UNIQUE (run, kind, subject));
 CREATE TABLE IF NOT EXISTS cursors (name TEXT PRIMARY KEY, position TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS history (
+    id INTEGER PRIMARY KEY, run TEXT NOT NULL, trials INTEGER NOT NULL,
+    point BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS history_by_run ON history (run, id);
 """
 # The trial log is append-only, and replaying it in order (the last delivery
 # of a trial wins) rebuilds the ledger. Version 2 appended a row per new or
