@@ -34,7 +34,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from monitor.config import HttpSettings
 from monitor.errors import ConfigError, StoreError, UnknownRunError
-from monitor.http.history import router as history_router
+from monitor.http.history import add_history_routes
 from monitor.http.middleware import BodyLimit, scope_oversize
 from monitor.http.views import (
     QuestionRow,
@@ -108,7 +108,7 @@ def create_app(
     app.add_exception_handler(StoreError, _store_unavailable)
     app.add_exception_handler(ConfigError, _config_conflict)
     app.mount("/dashboard", StaticFiles(directory=str(DASHBOARD)), name="dashboard")
-    app.include_router(history_router)
+    add_history_routes(app)
     writer = [Depends(_same_origin_json), Depends(_authorized)]
 
     @app.get("/", include_in_schema=False)

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import functools
 
-from fastapi import APIRouter, Request
+from fastapi import FastAPI, Request
 from pydantic import BaseModel
 
 from monitor.service.service import Service
 from monitor.stores.history import HistoryPoint
-
-router = APIRouter()
 
 
 class ModelPointOut(BaseModel):
@@ -48,7 +46,13 @@ async def _points(run: str, request: Request) -> list[HistoryPoint]:
     return await service.call(functools.partial(service.monitor.history, run))
 
 
-@router.get("/runs/{run}/history")
+def add_history_routes(app: FastAPI) -> None:
+    """Register the two routes on ``app`` (as its own routes, so every
+    listing of the app's routes shows them)."""
+    app.get("/runs/{run}/history")(history)
+    app.get("/runs/{run}/trace")(trace)
+
+
 async def history(run: str, request: Request) -> list[HistoryPointOut]:
     """Every kept look of the run, oldest first (bounded and thinned)."""
     return [
@@ -64,7 +68,6 @@ async def history(run: str, request: Request) -> list[HistoryPointOut]:
     ]
 
 
-@router.get("/runs/{run}/trace")
 async def trace(run: str, request: Request) -> list[TracePointOut]:
     """The history as (time, trials, order, mu per model) points."""
     return [
