@@ -34,6 +34,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from monitor.config import HttpSettings
 from monitor.errors import ConfigError, StoreError, UnknownRunError
+from monitor.http.compare import router as compare_router
 from monitor.http.history import router as history_router
 from monitor.http.middleware import BodyLimit, scope_oversize
 from monitor.http.views import (
@@ -109,6 +110,7 @@ def create_app(
     app.add_exception_handler(ConfigError, _config_conflict)
     app.mount("/dashboard", StaticFiles(directory=str(DASHBOARD)), name="dashboard")
     app.include_router(history_router)
+    app.include_router(compare_router)
     writer = [Depends(_same_origin_json), Depends(_authorized)]
 
     @app.get("/", include_in_schema=False)
