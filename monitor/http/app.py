@@ -37,6 +37,7 @@ from monitor.errors import ConfigError, StoreError, UnknownRunError
 from monitor.http.compare import router as compare_router
 from monitor.http.history import router as history_router
 from monitor.http.middleware import BodyLimit, scope_oversize
+from monitor.http.trials import router as trials_router
 from monitor.http.views import (
     QuestionRow,
     RejectedRecord,
@@ -111,6 +112,7 @@ def create_app(
     app.mount("/dashboard", StaticFiles(directory=str(DASHBOARD)), name="dashboard")
     app.include_router(history_router)
     app.include_router(compare_router)
+    app.include_router(trials_router)
     writer = [Depends(_same_origin_json), Depends(_authorized)]
 
     @app.get("/", include_in_schema=False)

@@ -1,0 +1,163 @@
+"""``GET /runs/{run}/questions/{question}/trials``: from a question to its trials.
+
+Per model, the trials of one question as the store keeps them (see
+:mod:`monitor.stores.question_trials`): trial id, prior or observed,
+category with its label and weight, cost and time where kept, and the
+harness's own reference where the trial id carries one. The Inspect hook
+and ``ingest --format inspect`` name a trial ``<eval id>:<epoch - 1>`` with
+the sample id as the question, so such a trial reads "Inspect eval <id>,
+sample <q>, epoch <n>". At most ``limit`` trials per model are listed (in
+time order where times are kept, else by trial id), with each model's total.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Annotated, Final
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from pydantic import BaseModel
+
+from monitor.engine.monitor import Monitor
+from monitor.schema import RunConfig
+from monitor.service.service import Service
+from monitor.stores.question_trials import (
+    NOT_KEPT,
+    QuestionTrial,
+    read_question_trials,
+)
+
+router = APIRouter()
+
+MAX_TRIALS_SHOWN: Final = 1000
+# Inspect's eval ids are 22 base-57 characters (shortuuid); the hook's
+# attempt ids append ":<epoch - 1>" (adapters.harness.inspect_ai.attempt_id).
+_INSPECT_ATTEMPT: Final = re.compile(r"([A-Za-z0-9]{22}):([0-9]{1,9})")
+_NUMBER: Final = re.compile(r"[0-9]{1,18}")
+
+
+class TrialOut(BaseModel):
+    """One trial: ``ref`` names it in the harness's own terms, where known."""
+
+    trial: str
+    prior: bool
+    category: int
+    label: str | None
+    weight: float | None
+    tokens: int | None
+    seconds: float | None
+    ts: float | None
+    ref: str | None
+
+
+class ModelTrialsOut(BaseModel):
+    """A model's trials of the question: ``total`` of them, ``trials`` listed."""
+
+    model: str
+    total: int
+    mean: float | None
+    trials: list[TrialOut]
+
+
+class QuestionTrialsOut(BaseModel):
+    """The question's trials per model; ``kept``: what the store keeps of each."""
+
+    run: str
+    question: str
+    kept: str
+    models: list[ModelTrialsOut]
+
+
+def inspect_reference(question: str, trial: str) -> str | None:
+    """The Inspect sample behind a trial id ``<eval id>:<epoch - 1>``, if it is one.
+
+    Examples:
+        >>> inspect_reference("q7", "Xk3fPqLm9RtW2vBn8cDe4h:1")
+        'Inspect eval Xk3fPqLm9RtW2vBn8cDe4h, sample q7, epoch 2'
+        >>> inspect_reference("q7", "3") is None
+        True
+    """
+    found = _INSPECT_ATTEMPT.fullmatch(trial)
+    if found is None:
+        return None
+    eval_id, epoch = found.group(1), int(found.group(2)) + 1
+    return f"Inspect eval {eval_id}, sample {question}, epoch {epoch}"
+
+
+def question_trials(
+    monitor: Monitor, run: str, question: str, limit: int
+) -> QuestionTrialsOut:
+    """The view the route serves (on the engine thread).
+
+    Raises:
+        UnknownRunError: for an unknown run (a 404).
+        HTTPException: 404 when the run has no trial of the question.
+    """
+    config = monitor.config(run)
+    found = read_question_trials(monitor.store, run, question)
+    if not found.trials:
+        why = f": {NOT_KEPT}" if found.kept == NOT_KEPT else ""
+        raise HTTPException(
+            404, f"run {run!r} has no trials of question {question!r}{why}"
+        )
+    by_model: dict[str, list[QuestionTrial]] = {}
+    for trial in found.trials:
+        by_model.setdefault(trial.model, []).append(trial)
+    models = []
+    for model in sorted(by_model):
+        trials = sorted(by_model[model], key=_order)
+        observed = [_weight(config, t.category) for t in trials if not t.prior]
+        weights = [w for w in observed if w is not None]
+        models.append(
+            ModelTrialsOut(
+                model=model,
+                total=len(trials),
+                mean=sum(weights) / len(weights) if weights else None,
+                trials=[_out(config, question, t) for t in trials[:limit]],
+            )
+        )
+    return QuestionTrialsOut(run=run, question=question, kept=found.kept, models=models)
+
+
+def _order(trial: QuestionTrial) -> tuple[bool, float, int, str]:
+    """Time order where kept, then trial ids (numbers by value)."""
+    number = int(trial.trial) if _NUMBER.fullmatch(trial.trial) else -1
+    return (trial.ts is None, trial.ts or 0.0, number, trial.trial)
+
+
+def _weight(config: RunConfig, category: int) -> float | None:
+    weights = config.weights
+    return weights[category] if 0 <= category < len(weights) else None
+
+
+def _out(config: RunConfig, question: str, trial: QuestionTrial) -> TrialOut:
+    labels = config.labels
+    label = labels[trial.category] if labels and trial.category < len(labels) else None
+    return TrialOut(
+        trial=trial.trial,
+        prior=trial.prior,
+        category=trial.category,
+        label=label,
+        weight=_weight(config, trial.category),
+        tokens=trial.tokens,
+        seconds=trial.seconds,
+        ts=trial.ts,
+        ref=inspect_reference(question, trial.trial),
+    )
+
+
+@router.get("/runs/{run}/questions/{question:path}/trials")
+async def trials_of_question(
+    run: str,
+    question: str,
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=MAX_TRIALS_SHOWN)] = 200,
+) -> QuestionTrialsOut:
+    """Per model, the trials of one question (at most ``limit`` per model)."""
+    service = request.state.service
+    if not isinstance(service, Service):
+        raise RuntimeError("the app was started without a service")
+    return await service.call(
+        functools.partial(question_trials, service.monitor, run, question, limit)
+    )
