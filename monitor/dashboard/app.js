@@ -266,7 +266,7 @@ function renderQuestions() {
     const label = row.saturated ? SATURATION[row.saturated] : kind === "separates" ? "separates models" : "no difference yet";
     return el(
       "tr",
-      { "data-question": row.question, "data-state": kind },
+      { "data-question": row.question, "data-state": kind, class: "clickable", tabindex: 0, title: "click: this question's trials" },
       el("td", { class: "model", "data-field": "question" }, row.question),
       el("td", { class: "num", "data-field": "trials" }, row.trials.toLocaleString("en-US")),
       el("td", { class: "num", "data-field": "mean" }, fixed(row.mean, 3)),
