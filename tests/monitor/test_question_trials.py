@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import cast
@@ -209,7 +210,7 @@ async def test_a_click_on_a_question_opens_its_trials_per_model(
             row = await asyncio.to_thread(
                 driver.find_element,
                 By.CSS_SELECTOR,
-                f'#questions tr[data-question="{ODD.replace(chr(34), chr(92) + chr(34))}"]',
+                f"#questions tr[data-question={json.dumps(ODD)}]",
             )
             await asyncio.to_thread(row.click)
             await page.wait_for(
