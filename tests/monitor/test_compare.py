@@ -24,7 +24,7 @@ from selenium.webdriver.support.ui import Select
 
 from monitor import Monitor, RunConfig
 from monitor.engine.comparison import compare
-from tests.monitor.test_dashboard import Page, chromium, dashboard, trials
+from tests.monitor.test_dashboard import chromium, dashboard, trials
 
 ROUNDS = {
     "round1": {"alpha": 0.8, "beta": 0.5, "gamma": 0.3, "only-1": 0.6},
@@ -138,7 +138,8 @@ return Array.from(document.querySelectorAll('#compare-table tbody tr'), (row) =>
   model: row.dataset.model,
   cells: Array.from(row.querySelectorAll('td[data-run]'), (td) => ({
     run: td.dataset.run, state: td.dataset.state || null,
-    field: td.dataset.field || (td.querySelector('[data-field]')?.dataset.field ?? null),
+    field: td.dataset.field
+      || (td.querySelector('[data-field]')?.dataset.field ?? null),
     text: td.textContent,
   })),
 }));
@@ -193,7 +194,7 @@ async def test_the_compare_view_in_chromium(tmp_path: Path) -> None:
                         "rank": str(cell["rank"]),
                         "group": str(cell["group"]),
                         "mu": f"{cell['mu']:.4f}",
-                        "interval": f"{cell['lo']:.4f} – {cell['hi']:.4f}",
+                        "interval": f"{cell['lo']:.4f} \N{EN DASH} {cell['hi']:.4f}",
                     }
 
             forest = cast(list[dict[str, str]], await page.script(READ_FOREST))
