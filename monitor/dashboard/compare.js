@@ -35,7 +35,8 @@ function fillComparePicker(runs) {
   const shown = shownRuns();
   const others = runs.filter((run) => !shown.includes(run));
   const wanted = ["", ...others];
-  if (wanted.join("\n") === Array.from(picker.options, (option) => option.value).join("\n")) return;
+  const current = Array.from(picker.options, (option) => option.value);
+  if (wanted.length === current.length && wanted.join("\n") === current.join("\n")) return;
   const prompt = el("option", { value: "" }, others.length > 0 ? "choose a run" : "no other run");
   picker.replaceChildren(prompt, ...others.map((run) => el("option", { value: run }, run)));
   picker.value = "";
@@ -102,6 +103,29 @@ function renderCompare() {
   );
   renderCompareTable(runs, data.models);
   renderCompareForest(runs, data.models);
+  renderCompareExports(runs, data);
+}
+
+const COMPARE_COLUMNS = ["model", "run", "present", "rank", "group", "avg", "mu", "sigma", "lo", "hi", "trials"];
+
+// The comparison as files: JSON as GET compare serves it, CSV one row per
+// model and run (as `status --compare --format csv`).
+function renderCompareExports(runs, data) {
+  const rows = data.models.flatMap((model) =>
+    runs.map((run) => {
+      const cell = model.runs[run] ?? {};
+      const row = { ...cell, model: model.model, run, present: model.runs[run] ? "True" : "False" };
+      return COMPARE_COLUMNS.map((name) => csvCell(row[name], name)).join(",");
+    }),
+  );
+  const csv = [COMPARE_COLUMNS.join(","), ...rows].join("\n") + "\n";
+  const name = runs.join("-vs-").replace(/[^A-Za-z0-9._-]+/g, "_");
+  const csvLink = $("#export-csv");
+  csvLink.setAttribute("href", `data:text/csv;charset=utf-8,${encodeURIComponent(csv)}`);
+  csvLink.setAttribute("download", `${name}.csv`);
+  const jsonLink = $("#export-json");
+  jsonLink.setAttribute("href", `data:application/json;charset=utf-8,${encodeURIComponent(JSON.stringify(data, null, 2))}`);
+  jsonLink.setAttribute("download", `${name}.json`);
 }
 
 function renderCompareTable(runs, models) {

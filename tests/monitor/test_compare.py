@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import cast
+from urllib.parse import unquote
 
 import pytest
 from selenium.webdriver.common.by import By
@@ -213,6 +214,20 @@ async def test_the_compare_view_in_chromium(tmp_path: Path) -> None:
             assert len(set(colours.values())) == 2  # one colour per run
             assert all(line["stroke"] == colours[line["run"]] for line in forest)
             assert len(cast(list[str], legend)) == 2
+
+            # The CSV export: one row per model and run, as the CLI's.
+            href = cast(
+                str,
+                await page.script(
+                    "return document.querySelector('#export-csv').getAttribute('href');"
+                ),
+            )
+            exported = list(csv.DictReader(io.StringIO(unquote(href.split(",", 1)[1]))))
+            assert [(r["model"], r["run"], r["present"]) for r in exported] == [
+                (m["model"], run, str(m["runs"][run] is not None))
+                for m in expected["models"]
+                for run in ROUNDS
+            ]
 
             # A run that does not exist: the page says which, and draws nothing.
             await page.open(board.base + "/?compare=round1,nope")
