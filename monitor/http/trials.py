@@ -3,11 +3,11 @@
 Per model, the trials of one question as the store keeps them (see
 :mod:`monitor.stores.question_trials`): trial id, prior or observed,
 category with its label and weight, cost and time where kept, and the
-harness's own reference where the trial id carries one. The Inspect hook
-and ``ingest --format inspect`` name a trial ``<eval id>:<epoch - 1>`` with
-the sample id as the question, so such a trial reads "Inspect eval <id>,
-sample <q>, epoch <n>". At most ``limit`` trials per model are listed (in
-time order where times are kept, else by trial id), with each model's total.
+harness's own reference where the trial id carries one (see
+:func:`harness_reference`): "Inspect eval <id>, sample <q>, epoch <n>", or
+the lm-eval samples file, doc_id and repeat. At most ``limit`` trials per
+model are listed (in time order where times are kept, else by trial id),
+with each model's total.
 """
 
 from __future__ import annotations
@@ -34,6 +34,11 @@ MAX_TRIALS_SHOWN: Final = 1000
 # Inspect's eval ids are 22 base-57 characters (shortuuid); the hook's
 # attempt ids append ":<epoch - 1>" (adapters.harness.inspect_ai.attempt_id).
 _INSPECT_ATTEMPT: Final = re.compile(r"([A-Za-z0-9]{22}):([0-9]{1,9})")
+# lm-eval's samples files are named after the run's isoformat() with ":" as
+# "-"; ingest --format lm-eval makes trial ids "<that date>:<repeat>".
+_LM_EVAL_ATTEMPT: Final = re.compile(
+    r"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}-[0-9]{2}-[0-9]{2}(?:\.[0-9]+)?):([0-9]{1,9})"
+)
 _NUMBER: Final = re.compile(r"[0-9]{1,18}")
 
 
@@ -69,20 +74,33 @@ class QuestionTrialsOut(BaseModel):
     models: list[ModelTrialsOut]
 
 
-def inspect_reference(question: str, trial: str) -> str | None:
-    """The Inspect sample behind a trial id ``<eval id>:<epoch - 1>``, if it is one.
+def harness_reference(question: str, trial: str) -> str | None:
+    """The harness's own name of a trial, where its id has a harness's shape.
+
+    Inspect (the hook, ``ingest --format inspect``): ``<eval id>:<epoch - 1>``
+    with the sample id as the question. lm-eval (``ingest --format
+    lm-eval``): ``<samples file date>:<repeat>`` with the document id as the
+    question (``<task>:<doc_id>`` when the run is not named after the task).
 
     Examples:
-        >>> inspect_reference("q7", "Xk3fPqLm9RtW2vBn8cDe4h:1")
+        >>> harness_reference("q7", "Xk3fPqLm9RtW2vBn8cDe4h:1")
         'Inspect eval Xk3fPqLm9RtW2vBn8cDe4h, sample q7, epoch 2'
-        >>> inspect_reference("q7", "3") is None
+        >>> harness_reference("gsm8k:12", "2024-05-01T12-00-00.123456:0")
+        'lm-eval samples_gsm8k_2024-05-01T12-00-00.123456.jsonl, doc_id 12, repeat 0'
+        >>> harness_reference("q7", "3") is None
         True
     """
     found = _INSPECT_ATTEMPT.fullmatch(trial)
-    if found is None:
-        return None
-    eval_id, epoch = found.group(1), int(found.group(2)) + 1
-    return f"Inspect eval {eval_id}, sample {question}, epoch {epoch}"
+    if found is not None:
+        eval_id, epoch = found.group(1), int(found.group(2)) + 1
+        return f"Inspect eval {eval_id}, sample {question}, epoch {epoch}"
+    found = _LM_EVAL_ATTEMPT.fullmatch(trial)
+    if found is not None:
+        date, repeat = found.group(1), found.group(2)
+        task, _, doc = question.rpartition(":")
+        samples = f"samples_{task}_{date}.jsonl" if task else f"samples file of {date}"
+        return f"lm-eval {samples}, doc_id {doc}, repeat {repeat}"
+    return None
 
 
 def question_trials(
@@ -143,7 +161,7 @@ def _out(config: RunConfig, question: str, trial: QuestionTrial) -> TrialOut:
         tokens=trial.tokens,
         seconds=trial.seconds,
         ts=trial.ts,
-        ref=inspect_reference(question, trial.trial),
+        ref=harness_reference(question, trial.trial),
     )
 
 

@@ -71,9 +71,9 @@ def from_index(rows: Iterable[tuple[str, bool, str, int]]) -> QuestionTrials:
 
 
 class _Head(msgspec.Struct, array_like=True):
-    """The first two columns of a ``trial_batches`` row (the rest skipped)."""
+    """The question column of a ``trial_batches`` row (the rest skipped)."""
 
-    model: list[str]
+    model: msgspec.Raw  # left as bytes, not decoded
     question: list[str]
 
 
