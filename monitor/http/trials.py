@@ -74,20 +74,21 @@ class QuestionTrialsOut(BaseModel):
     models: list[ModelTrialsOut]
 
 
-def harness_reference(question: str, trial: str) -> str | None:
+def harness_reference(run: str, question: str, trial: str) -> str | None:
     """The harness's own name of a trial, where its id has a harness's shape.
 
     Inspect (the hook, ``ingest --format inspect``): ``<eval id>:<epoch - 1>``
     with the sample id as the question. lm-eval (``ingest --format
     lm-eval``): ``<samples file date>:<repeat>`` with the document id as the
-    question (``<task>:<doc_id>`` when the run is not named after the task).
+    question (``<task>:<doc_id>`` when the run is not named after the task,
+    whose name it then has).
 
     Examples:
-        >>> harness_reference("q7", "Xk3fPqLm9RtW2vBn8cDe4h:1")
+        >>> harness_reference("run", "q7", "Xk3fPqLm9RtW2vBn8cDe4h:1")
         'Inspect eval Xk3fPqLm9RtW2vBn8cDe4h, sample q7, epoch 2'
-        >>> harness_reference("gsm8k:12", "2024-05-01T12-00-00.123456:0")
+        >>> harness_reference("mine", "gsm8k:12", "2024-05-01T12-00-00.123456:0")
         'lm-eval samples_gsm8k_2024-05-01T12-00-00.123456.jsonl, doc_id 12, repeat 0'
-        >>> harness_reference("q7", "3") is None
+        >>> harness_reference("run", "q7", "3") is None
         True
     """
     found = _INSPECT_ATTEMPT.fullmatch(trial)
@@ -98,8 +99,9 @@ def harness_reference(question: str, trial: str) -> str | None:
     if found is not None:
         date, repeat = found.group(1), found.group(2)
         task, _, doc = question.rpartition(":")
-        samples = f"samples_{task}_{date}.jsonl" if task else f"samples file of {date}"
-        return f"lm-eval {samples}, doc_id {doc}, repeat {repeat}"
+        return (
+            f"lm-eval samples_{task or run}_{date}.jsonl, doc_id {doc}, repeat {repeat}"
+        )
     return None
 
 
@@ -161,7 +163,7 @@ def _out(config: RunConfig, question: str, trial: QuestionTrial) -> TrialOut:
         tokens=trial.tokens,
         seconds=trial.seconds,
         ts=trial.ts,
-        ref=harness_reference(question, trial.trial),
+        ref=harness_reference(config.run, question, trial.trial),
     )
 
 

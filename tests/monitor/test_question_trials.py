@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import cast
@@ -237,3 +239,37 @@ async def test_a_click_on_a_question_opens_its_trials_per_model(
             assert await page.script("return document.title;") == "scorio-monitor"
             assert await page.console_errors() == []
             await page.open("about:blank")
+
+
+LM_EVAL_OUTPUT = Path(__file__).parents[1] / "fixtures" / "lm_eval" / "output"
+
+
+async def test_an_lm_eval_trial_names_its_samples_file_doc_id_and_repeat(
+    tmp_path: Path,
+) -> None:
+    """Trials of a real lm-eval run's samples file, ingested by the CLI."""
+    state = tmp_path / "lm.db"
+    ingest = subprocess.run(
+        [
+            *(sys.executable, "-m", "monitor.cli", "ingest", str(LM_EVAL_OUTPUT)),
+            *("--format", "lm-eval", "--state", str(state)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ingest.returncode == 0, ingest.stderr
+    [samples] = LM_EVAL_OUTPUT.glob("*/samples_scorio_arith_r4_*.jsonl")
+    records = [json.loads(line) for line in samples.read_text().splitlines()]
+    doc = str(records[0]["doc_id"])
+    async with (
+        Service(Monitor(state), status_interval_s=0.01) as service,
+        serving(create_app(service, HttpSettings())) as base,
+        httpx.AsyncClient(base_url=base) as client,
+    ):
+        answer = (await client.get(trials_path(doc, run="scorio_arith_r4"))).json()
+    [model] = answer["models"]
+    assert model["trials"]
+    for trial in model["trials"]:
+        repeat = trial["trial"].rpartition(":")[2]
+        assert trial["ref"] == f"lm-eval {samples.name}, doc_id {doc}, repeat {repeat}"
