@@ -178,6 +178,9 @@ async def trials_of_question(
     service = request.state.service
     if not isinstance(service, Service):
         raise RuntimeError("the app was started without a service")
+    # A heavy call: a state file's or Redis's read passes over the run's
+    # trials, so queued light calls (statuses, small ingests) go first.
     return await service.call(
-        functools.partial(question_trials, service.monitor, run, question, limit)
+        functools.partial(question_trials, service.monitor, run, question, limit),
+        heavy=True,
     )
