@@ -6,9 +6,9 @@ trial]`` (as :mod:`adapters.redis.scripts` writes it), holding the
 category; costs are summed per model (``costs``) and times are not kept.
 The fields of one question are found with ``HSCAN ... MATCH`` on its JSON
 text, then checked field by field (a model name could hold the same text).
-The scan visits every trial of the run (about 2 us each in Redis on a 2-core
-VM, ``benchmarks/question_trials.py``), in slices of :data:`SCAN_COUNT` so
-that no call holds Redis for long.
+The scan visits every trial of the run (1.5 to 2.5 us each in Redis on a
+loaded 2-core VM, ``benchmarks/question_trials.py``), in slices of
+:data:`SCAN_COUNT` (a few ms of Redis each) so that no call holds it long.
 """
 
 from __future__ import annotations
