@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Final
+from typing import Final
+
+import redis
+from redis.cluster import RedisCluster
 
 from adapters.redis import keys
 from monitor.stores.question_trials import QuestionTrial, QuestionTrials
@@ -26,7 +29,7 @@ _GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
 
 
 def read_question_trials(
-    client: Any, prefix: str, run: str, question: str
+    client: redis.Redis | RedisCluster, prefix: str, run: str, question: str
 ) -> QuestionTrials:
     """The run's trials of ``question`` (one ``HSCAN`` pass over the run's trials)."""
     quoted = _GLOB_SPECIAL.sub(r"\\\1", json.dumps(question))
