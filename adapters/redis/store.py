@@ -62,6 +62,7 @@ from adapters.redis import keys
 from adapters.redis.changes import Versions
 from adapters.redis.cluster import ClusterWrites
 from adapters.redis.follower import ChangeFollower
+from adapters.redis.question_trials import read_question_trials
 from adapters.redis.records import (
     as_text,
     as_texts,
@@ -82,6 +83,7 @@ from monitor.stores.history import (
     decode_point,
     encode_point,
 )
+from monitor.stores.question_trials import QuestionTrials
 from monitor.stores.records import (
     CountChanges,
     DeadLetter,
@@ -392,6 +394,10 @@ class RedisStore(TrialAsBatch):
         with translated(f"read the history of run {run!r}"):
             points = self._client.lrange(keys.history(self._prefix, run), 0, -1)
         return [decode_point(point) for point in points or []]
+
+    def question_trials(self, run: str, question: str) -> QuestionTrials:
+        with translated(f"read the trials of {question!r} in run {run!r}"):
+            return read_question_trials(self._client, self._prefix, run, question)
 
     def close(self) -> None:
         if self._owns_client:

@@ -81,6 +81,11 @@ def _live_commands(commands: Subparsers) -> None:
     status.add_argument("--state", type=Path, help=_STATE_HELP)
     status.add_argument("--run", help="one run (default: all)")
     status.add_argument("--json", action="store_true", help="print JSON")
+    status.add_argument(
+        "--compare",
+        metavar="RUN_A,RUN_B",
+        help="runs side by side: each model's rank, group, mu and interval per run",
+    )
     _add_format_argument(status)
     status.set_defaults(handler="reading:run_status")
 

@@ -11,6 +11,7 @@ import json
 import sys
 
 from monitor.cli.common import find_state, print_statuses
+from monitor.cli.compare_tables import print_comparison
 from monitor.cli.tables import output_format, rows_csv, status_rows, statuses_markdown
 from monitor.cli.terminal import status_view, terminal
 from monitor.engine.monitor import Monitor
@@ -20,6 +21,8 @@ from monitor.stores.sqlite import SqliteStore
 def run_status(arguments: argparse.Namespace) -> int:
     state = find_state(arguments.state)
     with Monitor(SqliteStore(state, read_only=True)) as monitor:
+        if getattr(arguments, "compare", None):
+            return print_comparison(monitor, arguments)
         runs = [arguments.run] if arguments.run else monitor.runs
         statuses = [monitor.status(run) for run in runs]
         shape = output_format(arguments)

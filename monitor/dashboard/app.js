@@ -122,11 +122,12 @@ async function loadRuns() {
   $("#board").hidden = runs.length === 0;
   if (runs.includes(state.run)) {
     picker.value = state.run;
-    return;
+  } else {
+    const wanted = new URLSearchParams(location.search).get("run");
+    const run = runs.includes(wanted) ? wanted : runs[0];
+    if (run !== undefined) selectRun(run);
   }
-  const wanted = new URLSearchParams(location.search).get("run");
-  const run = runs.includes(wanted) ? wanted : runs[0];
-  if (run !== undefined) selectRun(run);
+  fillComparePicker(runs); // compare.js
 }
 
 async function selectRun(run) {
@@ -136,6 +137,7 @@ async function selectRun(run) {
   $("#run-picker").value = run;
   history.replaceState(null, "", `?${new URLSearchParams({ run })}`); // shareable, no reload
   document.body.dataset.run = run;
+  fillComparePicker(Array.from($("#run-picker").options, (option) => option.value));
   queueRender();
   try {
     const answers = [getJson(runPath(run, "config")), getJson(runPath(run, "history"))];
@@ -264,7 +266,7 @@ function renderQuestions() {
     const label = row.saturated ? SATURATION[row.saturated] : kind === "separates" ? "separates models" : "no difference yet";
     return el(
       "tr",
-      { "data-question": row.question, "data-state": kind },
+      { "data-question": row.question, "data-state": kind, class: "clickable", tabindex: 0, title: "click: this question's trials" },
       el("td", { class: "model", "data-field": "question" }, row.question),
       el("td", { class: "num", "data-field": "trials" }, row.trials.toLocaleString("en-US")),
       el("td", { class: "num", "data-field": "mean" }, fixed(row.mean, 3)),
@@ -702,7 +704,10 @@ function renderLog() {
 // -- start ----------------------------------------------------------------
 
 function start() {
+  const compared = comparedRuns(); // compare.js: ?compare=a,b is its view
+  if (compared !== null) return startCompare(compared);
   $("#run-picker").addEventListener("change", (event) => selectRun(event.target.value));
+  $("#compare-picker").addEventListener("change", onComparePick);
   window.addEventListener("resize", queueRender);
   // A page going into the back/forward cache keeps its connections, and the
   // server would hold the stream (and a subscriber queue) for it: close on
@@ -717,4 +722,5 @@ function start() {
   setInterval(() => state.status && renderPace(state.status), PACE_REDRAW_MS);
 }
 
-start();
+// After every deferred script (compare.js, trials.js) has run.
+document.addEventListener("DOMContentLoaded", start);

@@ -34,8 +34,10 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from monitor.config import HttpSettings
 from monitor.errors import ConfigError, StoreError, UnknownRunError
+from monitor.http.compare import add_compare_routes
 from monitor.http.history import add_history_routes
 from monitor.http.middleware import BodyLimit, scope_oversize
+from monitor.http.trials import add_trials_routes
 from monitor.http.views import (
     QuestionRow,
     RejectedRecord,
@@ -109,6 +111,8 @@ def create_app(
     app.add_exception_handler(ConfigError, _config_conflict)
     app.mount("/dashboard", StaticFiles(directory=str(DASHBOARD)), name="dashboard")
     add_history_routes(app)
+    add_compare_routes(app)
+    add_trials_routes(app)
     writer = [Depends(_same_origin_json), Depends(_authorized)]
 
     @app.get("/", include_in_schema=False)

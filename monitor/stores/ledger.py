@@ -40,6 +40,7 @@ from monitor.inputs.factors import NUMBERED_IDS as NUMBERED_IDS
 from monitor.inputs.factors import Factors as Factors
 from monitor.inputs.factors import NumberedRows as NumberedRows
 from monitor.inputs.factors import run_starts
+from monitor.stores.grid_growth import grown as _grown
 
 NEW: Final = -1
 MAX_COLUMNS: Final = 4096
@@ -245,6 +246,18 @@ class TrialGrid:
         used = np.flatnonzero(counts.any(axis=1))
         return [questions[row] for row in used.tolist()], counts[used]
 
+    def trials_of(self, question: str) -> list[tuple[str, int]]:
+        """(trial id, category) of the grid's trials of ``question``."""
+        row = self._rows.get(question, self._shape[0])
+        ids = list(itertools.islice(self._columns, self._shape[1]))
+        cells = (
+            self._cells[row, : len(ids)] if row < self._shape[0] else self._cells[0, :0]
+        )
+        found = [
+            (ids[c], int(cells[c])) for c in np.flatnonzero(np.not_equal(cells, NEW))
+        ]
+        return found + [(t, c) for (q, t), c in self._overflow.items() if q == question]
+
     @property
     def memory_bytes(self) -> int:
         """About what the grid holds: its array and its overflow entries."""
@@ -303,20 +316,6 @@ def _stable_order(keys: NDArray[np.int64], bound: int) -> NDArray[np.int64]:
     if bound * size >= 1 << 62:
         return np.argsort(keys, kind="stable")
     return np.argsort(keys * size + np.arange(size))
-
-
-def _grown(size: int, index: int, numbered: int) -> int:
-    """A new size for a grid side that must take ``index``.
-
-    Doubling, but not past the ids the run has numbered (every grid would
-    otherwise carry up to twice the run's rows), and at least 1.5 times the
-    old size so a run numbering ids one at a time grows its grids at an
-    amortized constant cost.
-    """
-    grown = size
-    while grown <= index:
-        grown *= 2
-    return max(index + 1, min(grown, max(numbered, size + size // 2)))
 
 
 class Ledger:

@@ -138,6 +138,18 @@ class LocalCounts:
     def runs(self) -> list[str]:
         return sorted(self._ledgers)
 
+    def trials_of(self, run: str, question: str) -> list[tuple[str, bool, str, int]]:
+        """(model, prior, trial id, category) of the run's trials of ``question``."""
+        ledger = self._ledgers.get(run)
+        if ledger is None:
+            return []
+        return [
+            (model, prior, trial, category)
+            for model in ledger.models()
+            for prior in (False, True)
+            for trial, category in ledger.grid(model, prior).trials_of(question)
+        ]
+
     @staticmethod
     def _classify_vectorized(ledger: Ledger, batch: TrialBatch) -> NDArray[np.int64]:
         categories = batch.categories()

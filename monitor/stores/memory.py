@@ -10,6 +10,7 @@ from monitor.schema import RunConfig
 from monitor.stores.batches import Batch, Previous
 from monitor.stores.history import HISTORY_MAX, HistoryPoint, thinned
 from monitor.stores.local import LocalCounts
+from monitor.stores.question_trials import QuestionTrials, from_index
 from monitor.stores.records import (
     DeadLetter,
     ModelCounts,
@@ -141,6 +142,9 @@ class MemoryStore:
 
     def history(self, run: str) -> list[HistoryPoint]:
         return list(self._history.get(run, ()))
+
+    def question_trials(self, run: str, question: str) -> QuestionTrials:
+        return from_index(self._local.trials_of(run, question))
 
     def close(self) -> None:
         return None

@@ -31,6 +31,7 @@ from monitor.stores.batches import Batch, Previous, TrialAsBatch, TrialBatch
 from monitor.stores.history import HistoryPoint
 from monitor.stores.local import LocalCounts
 from monitor.stores.lock import WriterLock
+from monitor.stores.question_trials import QuestionTrials, from_sqlite
 from monitor.stores.records import (
     DeadLetter,
     ModelCounts,
@@ -335,6 +336,12 @@ class SqliteStore(TrialAsBatch):
             return read_points(self._db, run)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot read the history: {exc}") from exc
+
+    def question_trials(self, run: str, question: str) -> QuestionTrials:
+        try:
+            return from_sqlite(self._db, run, question)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read the trials of {question!r}: {exc}") from exc
 
     def close(self) -> None:
         try:
