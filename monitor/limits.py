@@ -60,4 +60,7 @@ MAX_EVENT_NUMBER: Final = (1 << 63) - 1
 # Bounds on what one request may ask: a plan's budget (planning costs time
 # on the engine thread in proportion) and the rejections an answer lists.
 MAX_NEXT_BUDGET: Final = 1_000
+# The longest reservation a plan may ask for: a day. A lease that outlives
+# the trials it stands for keeps them from every other scheduler.
+MAX_LEASE_S: Final = 86_400.0
 MAX_REPORTED_REJECTIONS: Final = 100

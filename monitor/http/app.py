@@ -29,7 +29,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from monitor.config import HttpSettings
@@ -45,6 +45,7 @@ from monitor.interfaces import Payload
 from monitor.limits import (
     DEFAULT_LEASE_S,
     MAX_EVENT_NUMBER,
+    MAX_LEASE_S,
     MAX_NEXT_BUDGET,
     MAX_REPORTED_REJECTIONS,
 )
@@ -85,6 +86,16 @@ class IngestAnswer(BaseModel):
     corrections: int
     rejected: list[RejectedInput]
     rejected_count: int
+
+
+class NextAsk(BaseModel):
+    """The body of ``POST /runs/{run}/next``: how many trials, for how long."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    budget: Annotated[int, Field(ge=0, le=MAX_NEXT_BUDGET)]
+    lease_s: Annotated[float, Field(ge=0, le=MAX_LEASE_S)] = DEFAULT_LEASE_S
+    model: Annotated[str | None, Field(max_length=256)] = None
 
 
 class TracePointOut(BaseModel):
@@ -174,17 +185,31 @@ def create_app(
     async def status(run: str, request: Request) -> Status:
         return await _service(request).status(run)
 
+    @app.post("/runs/{run}/next", dependencies=writer, response_model=list[NextItem])
+    async def reserve(run: str, request: Request, ask: NextAsk) -> Response:
+        """Reserve trials to run next: a write (the token, JSON, same origin)."""
+        items = await _service(request).next(run, ask.budget, ask.lease_s, ask.model)
+        # Serialised in one pydantic-core call: FastAPI's per-item path holds
+        # the event loop (and every other request) for tens of ms.
+        return Response(_NEXT_ITEMS.dump_json(items), media_type="application/json")
+
     @app.get("/runs/{run}/next", response_model=list[NextItem])
-    async def next_trials(
+    async def preview(
         run: str,
         request: Request,
         budget: Annotated[int, Query(ge=0, le=MAX_NEXT_BUDGET)],
-        lease_s: Annotated[float, Query(ge=0, le=7 * 86_400)] = DEFAULT_LEASE_S,
         model: Annotated[str | None, Query(max_length=256)] = None,
     ) -> Response:
-        items = await _service(request).next(run, budget, lease_s, model)
-        # Serialised in one pydantic-core call: FastAPI's per-item path holds
-        # the event loop (and every other request) for tens of ms.
+        """What ``POST`` would hand out now, reserving nothing (a read)."""
+        if "lease_s" in request.query_params:
+            raise HTTPException(
+                405,
+                "GET /runs/{run}/next only previews and reserves nothing; reserve "
+                'with POST /runs/{run}/next and a JSON body {"budget": B, '
+                '"lease_s": S}',
+                {"Allow": "GET, POST"},
+            )
+        items = await _service(request).next(run, budget, 0.0, model)
         return Response(_NEXT_ITEMS.dump_json(items), media_type="application/json")
 
     @app.post("/runs/{run}/release", dependencies=writer)

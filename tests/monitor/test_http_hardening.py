@@ -172,9 +172,11 @@ async def test_one_request_may_ask_only_so_much(
     client: tuple[httpx.AsyncClient, Monitor],
 ) -> None:
     http, monitor = client
-    response = await http.get("/runs/r/next", params={"budget": 1_001})
+    response = await http.post("/runs/r/next", json={"budget": 1_001})
     assert response.status_code == 422 and "budget" in response.text
-    assert (await http.get("/runs/r/next", params={"budget": 1_000})).is_success
+    assert (await http.post("/runs/r/next", json={"budget": 1_000})).is_success
+    response = await http.post("/runs/r/next", json={"budget": 1, "lease_s": 1e9})
+    assert response.status_code == 422 and "lease_s" in response.text
     ones = b"[" + b"1," * 199_999 + b"1]"
     response = await http.post(
         "/runs/r/trials", content=ones, headers={"Content-Type": "application/json"}
