@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Annotated, Any, TypedDict
+from urllib.parse import urlsplit
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -34,7 +35,14 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from monitor.config import HttpSettings
 from monitor.errors import ConfigError, StoreError, UnknownRunError
-from monitor.http.middleware import BodyLimit, scope_oversize
+from monitor.http.middleware import (
+    LOOPBACK_NAMES,
+    BodyLimit,
+    HostCheck,
+    host_name,
+    is_ip_literal,
+    scope_oversize,
+)
 from monitor.http.views import (
     QuestionRow,
     RejectedRecord,
@@ -119,7 +127,11 @@ def create_app(
         summary="Streaming Bayes@N evaluation monitor with adaptive stopping.",
         lifespan=lifespan,
     )
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimit, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s
+    )
+    # Added last, so it runs first: a foreign Host gets nothing else.
+    app.add_middleware(HostCheck, allowed_hosts=settings.allowed_hosts)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(UnknownRunError, _unknown_run)
     app.add_exception_handler(StoreError, _store_unavailable)
@@ -364,13 +376,38 @@ async def _same_origin_json(request: Request) -> None:
     settings: HttpSettings = request.state.settings
     origin = request.headers.get("origin")
     if origin is not None:
-        own = f"{request.url.scheme}://{request.headers.get('host', '')}"
-        if origin != own and origin not in settings.allowed_origins:
+        if origin not in settings.allowed_origins and not _own_origin(
+            origin, request, settings
+        ):
             raise HTTPException(
                 403, f"cross-origin write from {origin!r} refused (allowed_origins)"
             )
     elif request.headers.get("sec-fetch-site") == "cross-site":
         raise HTTPException(403, "cross-site write refused")
+
+
+def _own_origin(origin: str, request: Request, settings: HttpSettings) -> bool:
+    """Whether ``origin`` is one of this monitor's own pages.
+
+    Its own names (loopback names, the address it listens on, the exact
+    names of ``allowed_hosts``) on the port it listens on; never what the
+    request's ``Host`` says, which the client chooses.
+    """
+    scheme, _, netloc = origin.partition("://")
+    host = host_name(netloc) if scheme in ("http", "https") else None
+    if host is None:
+        return False
+    try:
+        port = urlsplit(origin).port or (443 if scheme == "https" else 80)
+    except ValueError:
+        return False
+    server = request.scope.get("server")
+    own_port = server[1] if server else settings.port
+    bound = settings.host.strip("[]").lower()
+    names = LOOPBACK_NAMES | {n for n in settings.allowed_hosts if "*" not in n}
+    if is_ip_literal(bound) and bound not in ("0.0.0.0", "::"):
+        names |= {bound}
+    return scheme == request.url.scheme and port == own_port and host in names
 
 
 async def _authorized(request: Request) -> None:
