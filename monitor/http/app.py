@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 import secrets
 from collections.abc import AsyncIterator, Callable
@@ -35,6 +36,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from monitor.config import HttpSettings
 from monitor.errors import ConfigError, StoreError, UnknownRunError
+from monitor.http.allowance import ByteAllowance
 from monitor.http.middleware import (
     LOOPBACK_NAMES,
     BodyLimit,
@@ -56,6 +58,10 @@ from monitor.limits import (
     MAX_LEASE_S,
     MAX_NEXT_BUDGET,
     MAX_REPORTED_REJECTIONS,
+    UNKNOWN_RUN_BYTES_BURST,
+    UNKNOWN_RUN_BYTES_PER_S,
+    UNKNOWN_RUN_CLIENTS,
+    UNKNOWN_RUN_ROW_BYTES,
 )
 from monitor.schema import NextItem, RunConfig, Status
 from monitor.service.rejections import RecentRejection
@@ -138,6 +144,9 @@ def create_app(
     app.add_exception_handler(ConfigError, _config_conflict)
     app.mount("/dashboard", StaticFiles(directory=str(DASHBOARD)), name="dashboard")
     writer = [Depends(_same_origin_json), Depends(_authorized)]
+    unknown_runs = ByteAllowance(
+        UNKNOWN_RUN_BYTES_BURST, UNKNOWN_RUN_BYTES_PER_S, UNKNOWN_RUN_CLIENTS
+    )
 
     @app.get("/", include_in_schema=False)
     async def dashboard() -> FileResponse:
@@ -178,7 +187,31 @@ def create_app(
             )
         else:
             payload = Payload(data=await request.body(), source="http", run=run)
-        report = await _service(request).ingest_payloads([payload])
+        service = _service(request)
+        # Without a token anyone may post: the dead letters of runs the
+        # monitor refuses are paid for from the client's allowance.
+        client = request.client.host if request.client else ""
+        limited = settings.token is None
+        if (
+            limited
+            and unknown_runs.left(client) <= 0
+            and run not in await service.runs()
+        ):
+            wait_s = math.ceil(unknown_runs.wait_s(client))
+            raise HTTPException(
+                429,
+                f"unknown run {run!r}: not recorded; this client's allowance for "
+                f"requests naming unknown runs ({UNKNOWN_RUN_BYTES_BURST} bytes, "
+                f"refilled hourly) is spent: retry in {wait_s} s, declare the run, "
+                "or set a token",
+                {"Retry-After": str(wait_s)},
+            )
+        report = await service.ingest_payloads([payload])
+        unknown = sum(item.kind == "unknown_run" for item in report.rejected)
+        if limited and unknown:
+            unknown_runs.charge(
+                client, len(payload.data) + unknown * UNKNOWN_RUN_ROW_BYTES
+            )
         answer = _answer(report)
         if oversize:
             detail = "; ".join(item.reason for item in answer.rejected)

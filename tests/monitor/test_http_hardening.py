@@ -297,3 +297,30 @@ async def test_allowed_hosts_name_the_monitor_and_its_own_origins() -> None:
             other = {**headers, "Origin": f"http://monitor.example:{port + 1}"}
             response = await http.post("/runs", json={"run": "y"}, headers=other)
             assert response.status_code == 403
+
+
+async def test_requests_naming_unknown_runs_record_only_a_clients_allowance(
+    client: tuple[httpx.AsyncClient, Monitor],
+) -> None:
+    # Run "r" is declared, so any other name is refused (unknown_run) and
+    # dead-lettered; without a token anyone may send such requests.
+    http, monitor = client
+    batch = [trial(q % 4, q, 1) for q in range(1000)]
+    answers = []
+    for number in range(20):
+        response = await http.post(f"/runs/new{number}/trials", json=batch)
+        answers.append(response.status_code)
+        if response.status_code == 429:
+            break
+    assert answers[0] == 422 and answers[-1] == 429, answers
+    assert "unknown run 'new" in response.json()["detail"]
+    assert int(response.headers["Retry-After"]) > 0
+    recorded = len(monitor.store.dead_letters(limit=1_000_000))
+    assert recorded == 1000 * (len(answers) - 1)
+    for number in range(5):
+        response = await http.post(f"/runs/more{number}/trials", json=batch)
+        assert response.status_code == 429
+    assert len(monitor.store.dead_letters(limit=1_000_000)) == recorded
+    # The declared run still takes this client's trials.
+    assert (await http.post("/runs/r/trials", json=[trial(0, 0, 1)])).is_success
+    assert monitor.status("r").trials == 1
