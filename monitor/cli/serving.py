@@ -27,6 +27,7 @@ from monitor.config import (
 )
 from monitor.engine.monitor import Monitor
 from monitor.http.app import create_app
+from monitor.http.connections import AcceptErrorLog, server_config
 from monitor.interfaces import Publisher, Store, TrialSource
 from monitor.service.service import Service
 from monitor.stores.factory import MEMORY, StoreOptions, open_store
@@ -82,10 +83,9 @@ async def _serve(config: ServiceConfig, sock: socket.socket) -> None:
         app = create_app(
             service, config.http, metrics_renderer(lambda: service.snapshot)
         )
+        asyncio.get_running_loop().set_exception_handler(AcceptErrorLog())
         server = uvicorn.Server(
-            uvicorn.Config(
-                app, host=config.http.host, port=config.http.port, log_level="warning"
-            )
+            server_config(app, config.http, config.http.host, config.http.port)
         )
         # What exists now (modules, classes, functions: 100,000+ objects) lives
         # as long as the process: frozen, a full garbage collection no longer
