@@ -27,7 +27,11 @@ from monitor.config import (
 )
 from monitor.engine.monitor import Monitor
 from monitor.http.app import create_app
-from monitor.http.connections import AcceptErrorLog, server_config
+from monitor.http.connections import (
+    AcceptErrorLog,
+    deepen_listen_queue,
+    server_config,
+)
 from monitor.interfaces import Publisher, Store, TrialSource
 from monitor.service.service import Service
 from monitor.stores.factory import MEMORY, StoreOptions, open_store
@@ -106,6 +110,7 @@ async def _serve(config: ServiceConfig, sock: socket.socket) -> None:
             server.should_exit = True
 
         watcher = asyncio.create_task(stop_on_failure())
+        deepen = asyncio.create_task(deepen_listen_queue(server, sock))
         print(
             f"scorio-monitor: serving http://{config.http.listen} "
             f"(store {config.store.kind}"
@@ -119,6 +124,7 @@ async def _serve(config: ServiceConfig, sock: socket.socket) -> None:
             await server.serve(sockets=[sock])
         finally:
             watcher.cancel()
+            deepen.cancel()
     if service.failure is not None:
         raise service.failure
 

@@ -11,10 +11,12 @@ uvicorn's own h11 protocol:
 - a deadline for each request's head: ``header_timeout_s`` from the
   connection opening, or from the first byte of a later request on it; then
   a 408 and the connection closes;
-- a cap on open connections, kept below the open-file limit: past it, the
-  connection that has waited longest for a request's head (or sat idle
-  longest between requests) is closed to admit the new one; when every
-  connection is busy with a request, the new one gets a 503.
+- a cap on open connections, kept below the open-file limit: past it, a
+  connection of the client (address) holding the most is closed to admit
+  the new one, the one of them that has waited longest for a request's head
+  (or sat idle longest between requests); when all of that client's
+  connections are busy with requests, the new one gets a 503. One client
+  opening connections without end so only ever closes its own.
 
 A request's body has its own deadline (``BodyLimit``, 408). Also here: the
 soft open-file limit raised to the hard one at start, and accept() errors
@@ -24,10 +26,12 @@ logged once per burst instead of once per attempt.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
 import resource
+import socket
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -47,6 +51,7 @@ MIN_CONNECTIONS: Final = 16
 # The largest request head (line and headers) a client may send.
 MAX_HEAD_BYTES: Final = 16 * 1024
 _HEAD_END: Final = b"\r\n\r\n"
+LISTEN_QUEUE: Final = 4096
 
 
 def raise_open_file_limit() -> int:
@@ -63,13 +68,14 @@ def raise_open_file_limit() -> int:
 def accept_backlog(open_files: int) -> int:
     """The listen backlog, which is also how many connections asyncio accepts
     in one go before any of them runs (and before one can be closed for it)."""
-    return max(16, min(2048, open_files // 8))
+    return max(16, min(2048, open_files // 16))
 
 
 def connection_limit(configured: int, open_files: int) -> int:
     """``configured``, lowered to leave ``RESERVED_FILES`` of ``open_files``
-    and room for one batch of accepted connections."""
-    room = open_files - RESERVED_FILES - accept_backlog(open_files)
+    and room for the batches of accepted connections that come in before the
+    connections they replace are closed (a few loop turns: four batches)."""
+    room = open_files - RESERVED_FILES - 4 * accept_backlog(open_files)
     return max(MIN_CONNECTIONS, min(configured, room))
 
 
@@ -101,13 +107,49 @@ def server_config(
     )
 
 
+async def deepen_listen_queue(server: uvicorn.Server, sock: socket.socket) -> None:
+    """Once ``server`` serves ``sock``, give the kernel's queue of connections
+    not yet accepted its full depth again.
+
+    asyncio listens with the backlog it was given, which is also how many
+    connections it accepts in one go (kept small, see :func:`accept_backlog`);
+    a shallow kernel queue drops new connections' SYNs under a flood, and
+    their clients wait a second or more to try again.
+    """
+    while not server.started:
+        if server.should_exit:
+            return
+        await asyncio.sleep(0.01)
+    sock.listen(LISTEN_QUEUE)
+
+
 class _Connections:
-    """The open connections of one server, those awaiting a head in age order."""
+    """The open connections of one server: how many each client holds, and
+    those awaiting a head (or idle), oldest first."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.count = 0
-        self.waiting: OrderedDict[GuardedH11, None] = OrderedDict()
+        self.per_client: collections.Counter[str] = collections.Counter()
+        self.waiting: dict[str, OrderedDict[GuardedH11, None]] = {}
+
+    def wait(self, connection: GuardedH11, client: str) -> None:
+        waiting = self.waiting.setdefault(client, OrderedDict())
+        waiting.pop(connection, None)
+        waiting[connection] = None
+
+    def done_waiting(self, connection: GuardedH11, client: str) -> None:
+        waiting = self.waiting.get(client)
+        if waiting is not None:
+            waiting.pop(connection, None)
+            if not waiting:
+                del self.waiting[client]
+
+    def to_close(self) -> GuardedH11 | None:
+        """The waiting connection of the client holding the most, oldest first."""
+        heaviest = max(self.per_client, key=self.per_client.__getitem__)
+        waiting = self.waiting.get(heaviest)
+        return next(iter(waiting)) if waiting else None
 
 
 def guarded_protocol(header_timeout_s: float, limit: int) -> type[H11Protocol]:
@@ -133,13 +175,16 @@ class GuardedH11(H11Protocol):
         self._guard_timer: asyncio.TimerHandle | None = None
         self._guard_tail = b""
         self._guard_state = "head"
+        peer = transport.get_extra_info("peername")
+        self._guard_client = str(peer[0]) if isinstance(peer, tuple) else ""
         connections = self._connections
         connections.count += 1
+        connections.per_client[self._guard_client] += 1
         self._guard_refused = False
         if connections.count > connections.limit:
-            if connections.waiting:
-                oldest = next(iter(connections.waiting))
-                oldest._guard_close(None)
+            victim = connections.to_close()
+            if victim is not None:
+                victim._guard_close(None)
             else:
                 self._guard_refused = True
                 self._guard_close(
@@ -170,20 +215,22 @@ class GuardedH11(H11Protocol):
         # timer runs meanwhile, and this connection may be closed for a
         # newer one.
         self._guard_state = "idle"
-        self._connections.waiting[self] = None
+        self._connections.wait(self, self._guard_client)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._guard_stop_waiting()
-        self._connections.count -= 1
+        connections = self._connections
+        connections.count -= 1
+        connections.per_client[self._guard_client] -= 1
+        if connections.per_client[self._guard_client] <= 0:
+            del connections.per_client[self._guard_client]
         if not self._guard_refused:
             super().connection_lost(exc)
 
     def _guard_await_head(self) -> None:
         self._guard_state = "head"
         self._guard_tail = b""
-        waiting = self._connections.waiting
-        waiting.pop(self, None)
-        waiting[self] = None
+        self._connections.wait(self, self._guard_client)
         if self._guard_timer is not None:
             self._guard_timer.cancel()
         self._guard_timer = asyncio.get_running_loop().call_later(
@@ -197,7 +244,7 @@ class GuardedH11(H11Protocol):
         if self._guard_timer is not None:
             self._guard_timer.cancel()
             self._guard_timer = None
-        self._connections.waiting.pop(self, None)
+        self._connections.done_waiting(self, self._guard_client)
 
     def _guard_close(self, status: str | None, detail: str = "") -> None:
         """Close the connection, after a short answer when ``status`` is given."""
@@ -252,8 +299,7 @@ class AcceptErrorLog:
         self._in_burst = True
         self._repeats = 0
         self._log.error(
-            "%s: %r; further accept() errors are counted until %g s pass "
-            "without one",
+            "%s: %r; further accept() errors are counted until %g s pass without one",
             message,
             context.get("exception"),
             self._quiet_s,
