@@ -415,3 +415,38 @@ async def test_accept_errors_are_logged_once_per_burst(
         assert len(lines) == 2 and "Too many open files" in lines[0]
     finally:
         loop.set_exception_handler(None)
+
+
+def test_a_flood_of_idle_connections_closes_its_own_not_a_busy_stream(
+    tmp_path: Path,
+) -> None:
+    process, base = serve_with(tmp_path, "max_connections = 20")
+    port = int(base.rpartition(":")[2])
+    json_type = {"Content-Type": "application/json"}
+    httpx.post(f"{base}/runs", json={"run": "r"}, headers=json_type, timeout=30)
+    # A stream from one client (127.0.0.2), then 100 idle connections from
+    # another (127.0.0.1): the flood closes its own oldest, never the stream.
+    with (
+        httpx.Client(
+            base_url=base,
+            timeout=30,
+            transport=httpx.HTTPTransport(local_address="127.0.0.2"),
+        ) as reader,
+        reader.stream("GET", "/runs/r/events") as stream,
+    ):
+        lines = stream.iter_lines()
+        assert next(lines).startswith("event: status")
+        idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(100)]
+        try:
+            assert httpx.get(f"{base}/healthz", timeout=30).is_success
+            trial = {"model": "a", "question": 0, "trial": 0, "correct": True}
+            response = httpx.post(
+                f"{base}/runs/r/trials", json=trial, headers=json_type, timeout=30
+            )
+            assert response.json()["accepted"] == 1
+            # The stream still delivers: the status after the trial.
+            assert any('"trials":1' in line for line in lines)
+        finally:
+            for sock in idle:
+                sock.close()
+    stop_all([process])
