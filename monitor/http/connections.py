@@ -52,6 +52,13 @@ MIN_CONNECTIONS: Final = 16
 MAX_HEAD_BYTES: Final = 16 * 1024
 _HEAD_END: Final = b"\r\n\r\n"
 LISTEN_QUEUE: Final = 4096
+# What asyncio reports when accept() fails for want of file descriptors: the
+# failure, once per connection it tried to accept in that turn, and each
+# retry it scheduled for them that fails in turn.
+_ACCEPT_MESSAGES: Final = (
+    "socket.accept()",
+    "Exception in callback BaseSelectorEventLoop._start_serving",
+)
 
 
 def raise_open_file_limit() -> int:
@@ -289,7 +296,7 @@ class AcceptErrorLog:
         self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]
     ) -> None:
         message = str(context.get("message", ""))
-        if not message.startswith("socket.accept()"):
+        if not message.startswith(_ACCEPT_MESSAGES):
             loop.default_exception_handler(context)
             return
         self._last = self._clock()
