@@ -298,7 +298,7 @@ def test_workers_with_per_process_client_ids_run_side_by_side(
 
 def serve_with(
     tmp_path: Path, http: str, open_files: int | None = None
-) -> tuple[subprocess.Popen[bytes], str]:
+) -> tuple[subprocess.Popen[str], str]:
     """``serve`` (memory store) with ``http`` lines in [http]; its base URL.
 
     ``open_files`` sets its open-file limit, soft and hard.
@@ -320,6 +320,7 @@ def serve_with(
             stdout=subprocess.DEVNULL,
             stderr=stderr,
             preexec_fn=limit_files,
+            text=True,
         )
     base = f"http://127.0.0.1:{port}"
 
