@@ -2,11 +2,16 @@
 
 Routes reach the service through the app's lifespan state, never module
 globals; the Prometheus renderer is injected by the composition root (monitor
-never imports adapters). Write routes need ``Authorization: Bearer <token>``
-when a token is configured (401 without one, 403 with a wrong one), take
-only ``application/json`` (415) and refuse other origins' browsers (403). Bodies
-are capped at ``max_body_bytes`` (413). Invalid input is a 422 whose
-``detail`` says what is wrong; inputs are parsed as JSON, never evaluated.
+never imports adapters). Every route that changes state is a ``POST`` (a
+reservation too: ``POST /runs/{run}/next``; its ``GET`` only previews) and
+needs ``Authorization: Bearer <token>`` when a token is configured (401
+without one, 403 with a wrong one), takes only ``application/json`` (415)
+and refuses other origins' browsers (403). A ``Host`` that does not name the
+monitor is a 400 (:class:`~monitor.http.middleware.HostCheck`). Bodies are
+capped at ``max_body_bytes`` (413). Invalid input is a 422 whose ``detail``
+says what is wrong; inputs are parsed as JSON, never evaluated. Without a
+token, requests naming unknown runs are dead-lettered only within the
+client's allowance (429 past it; see :mod:`monitor.http.allowance`).
 
 Server-sent events at ``/runs/{run}/events``: stored events first (after the
 client's ``Last-Event-ID`` or ``?since=``), then live ones, each with its

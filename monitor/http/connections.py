@@ -111,6 +111,9 @@ def server_config(
         timeout_keep_alive=settings.keep_alive_s,
         h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         backlog=accept_backlog(open_files),
+        # A client is the address it connects from: X-Forwarded-For would let
+        # any local client pick its own (and so a fresh allowance).
+        proxy_headers=False,
     )
 
 
