@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from monitor.cli.common import listening_socket
-from monitor.http.connections import AcceptErrorLog
+from monitor.http.connections import AcceptErrorLog, connection_limit
 from tests.helpers import eventually
 from tests.monitor.test_cli_watch import poll_until
 from tests.services import MosquittoBroker, free_port
@@ -369,11 +369,11 @@ def test_a_request_head_or_body_that_does_not_come_is_cut_off(tmp_path: Path) ->
 def test_idle_connections_past_the_open_file_limit_leave_healthz_answering(
     tmp_path: Path,
 ) -> None:
-    # 128 open files at most and 300 connections that never send a byte: the
+    # 256 open files at most and 400 connections that never send a byte: the
     # oldest idle ones are closed for newer ones, accept() never runs dry.
-    process, base = serve_with(tmp_path, "", open_files=128)
+    process, base = serve_with(tmp_path, "", open_files=256)
     port = int(base.rpartition(":")[2])
-    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(300)]
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(400)]
     try:
         for _ in range(3):
             answer = httpx.get(f"{base}/healthz", timeout=30)
@@ -383,14 +383,15 @@ def test_idle_connections_past_the_open_file_limit_leave_healthz_answering(
             sock.setblocking(False)
             with contextlib.suppress(BlockingIOError):
                 closed += sock.recv(1) == b""
-        assert closed >= 300 - 128
+        assert closed >= 400 - 256
     finally:
         for sock in idle:
             sock.close()
         stop_all([process])
     log = (tmp_path / "serve.err").read_text()
     assert log.count("accept()") <= 2, log
-    assert "at most 48 open connections" in log
+    limit = connection_limit(1000, 256)
+    assert f"at most {limit} open connections" in log
 
 
 async def test_accept_errors_are_logged_once_per_burst(
