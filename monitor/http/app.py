@@ -207,8 +207,8 @@ def create_app(
                 429,
                 f"unknown run {run!r}: not recorded; this client's allowance for "
                 f"requests naming unknown runs ({UNKNOWN_RUN_BYTES_BURST} bytes, "
-                f"refilled hourly) is spent: retry in {wait_s} s, declare the run, "
-                "or set a token",
+                f"refilled hourly) is spent; retry in {wait_s} s (a run declared "
+                "meanwhile is taken at once)",
                 {"Retry-After": str(wait_s)},
             )
         report = await service.ingest_payloads([payload])
