@@ -87,6 +87,17 @@ async def _serve(config: ServiceConfig, sock: socket.socket) -> None:
         app = create_app(
             service, config.http, metrics_renderer(lambda: service.snapshot)
         )
+        # Announced first, then what the server config may log (a lowered
+        # connection cap); the bound socket already queues connections.
+        print(
+            f"scorio-monitor: serving http://{config.http.listen} "
+            f"(store {config.store.kind}"
+            + (f", mqtt {config.mqtt.host}:{config.mqtt.port}" if config.mqtt else "")
+            + (", redis streams" if config.redis_stream else "")
+            + ")",
+            file=sys.stderr,
+            flush=True,
+        )
         asyncio.get_running_loop().set_exception_handler(AcceptErrorLog())
         server = uvicorn.Server(
             server_config(app, config.http, config.http.host, config.http.port)
@@ -111,15 +122,6 @@ async def _serve(config: ServiceConfig, sock: socket.socket) -> None:
 
         watcher = asyncio.create_task(stop_on_failure())
         deepen = asyncio.create_task(deepen_listen_queue(server, sock))
-        print(
-            f"scorio-monitor: serving http://{config.http.listen} "
-            f"(store {config.store.kind}"
-            + (f", mqtt {config.mqtt.host}:{config.mqtt.port}" if config.mqtt else "")
-            + (", redis streams" if config.redis_stream else "")
-            + ")",
-            file=sys.stderr,
-            flush=True,
-        )
         try:
             await server.serve(sockets=[sock])
         finally:
