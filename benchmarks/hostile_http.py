@@ -1,6 +1,7 @@
-"""The HTTP trials route under load while hostile requests run (issue 15).
+"""The HTTP API under hostile requests, and /healthz under slow clients.
 
 Run: `.venv/bin/python benchmarks/hostile_http.py`
+     `.venv/bin/python benchmarks/hostile_http.py --slow-clients [--open-files 256]`
 
 Starts `scorio-monitor serve` (SQLite store) on a free port, declares one run
 of 40 models x 1,000 questions and counts one trial per (model, question).
@@ -8,7 +9,7 @@ Then a "good" client posts one trial at a time, sequentially, and times each
 answer, in turns alone (1 s windows) and while hostile clients, in another
 process, run in parallel (2.5 s windows):
 
-- `GET /runs/bench/next?budget=1000` (the largest budget allowed) in a loop;
+- `POST /runs/bench/next` with budget 1000 (the largest allowed) in a loop;
 - 400 KB bodies of 200,000 `1`s (refused whole: over the item limit);
 - batches of 10,000 events with an invalid category (10,000 rejections);
 - `'[' * 2000` bodies (nested too deeply) and `text/plain` bodies (415);
@@ -20,6 +21,14 @@ Reports p50/p99/max of the good requests in both phases, the delay beyond
 their own work (p50 and p99 under load minus p50 alone), the CPU the server
 got in each phase, every status code the hostile clients got (none may be
 5xx), and the server's RSS before and after (VmRSS from /proc).
+
+With `--slow-clients`, the server (optionally held to `--open-files`) gets
+`--half-open` connections that never send a byte and `--slowloris`
+connections that send a request head a byte a second, each reopened as soon
+as the server closes it, while a probe (from 127.0.0.2, another client)
+asks `/healthz` on a new connection every 0.1 s. Reports the probe's
+p50/p99/max and failures, how often the server closed the attackers, and
+the size of the server's log with its accept() error lines.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import collections
 import json
 import multiprocessing
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -69,7 +79,9 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError("no VmRSS")
 
 
-def start_server(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(
+    folder: Path, open_files: int | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     config = folder / "serve.toml"
     config.write_text(
@@ -87,12 +99,19 @@ run = "bulk"
 question_count = {QUESTIONS}
 """
     )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "monitor.cli", "serve", "--config", str(config)],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+
+    def limit_files() -> None:
+        if open_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
+    with (folder / "serve.err").open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "monitor.cli", "serve", "--config", str(config)],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            preexec_fn=limit_files,
+        )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -161,7 +180,7 @@ async def hostile(
         if stop.is_set():
             return
         if name == "next":
-            response = await client.get("/runs/bench/next", params={"budget": 1_000})
+            response = await client.post("/runs/bench/next", json={"budget": 1_000})
         elif name == "ones":
             response = await client.post(
                 "/runs/bench/trials", content=ones, headers=JSON
@@ -386,7 +405,17 @@ def main() -> None:
     parser.add_argument(
         "--only", nargs="*", choices=HOSTILE, default=HOSTILE, help="hostile clients"
     )
+    parser.add_argument("--slow-clients", action="store_true")
+    parser.add_argument("--open-files", type=int, default=None)
+    parser.add_argument("--half-open", type=int, default=500)
+    parser.add_argument("--slowloris", type=int, default=500)
     arguments = parser.parse_args()
+    if arguments.slow_clients:
+        # Imported here: it imports this module's server and summary.
+        from benchmarks.slow_clients import run_slow_clients
+
+        run_slow_clients(arguments)
+        return
     with tempfile.TemporaryDirectory() as folder:
         process, base = start_server(Path(folder))
         try:

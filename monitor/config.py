@@ -195,6 +195,19 @@ class HttpSettings(BaseModel):
     # Browser origins (``https://host:port``) allowed to call write routes
     # besides the monitor's own; any other cross-origin write is a 403.
     allowed_origins: list[str] = Field(default_factory=list)
+    # Host names requests may name besides IP literals and ``localhost``
+    # (``*.example.com`` for a domain's names, ``*`` for any): a name not
+    # listed is a 400, so a DNS-rebound page cannot reach the API.
+    allowed_hosts: list[str] = Field(default_factory=list)
+    # A request's head (line and headers) must arrive within this long of
+    # the connection opening or of its first byte; its body within
+    # body_timeout_s. Idle kept-alive connections close after keep_alive_s.
+    header_timeout_s: Annotated[float, Field(gt=0.0, le=3600.0)] = 10.0
+    body_timeout_s: Annotated[float, Field(gt=0.0, le=3600.0)] = 30.0
+    keep_alive_s: Annotated[int, Field(ge=1, le=3600)] = 5
+    # Open connections at most (also kept below the open-file limit): past
+    # it, the oldest connection still waiting for its request's head goes.
+    max_connections: Annotated[int, Field(ge=1)] = 1000
 
     @property
     def host(self) -> str:
@@ -203,6 +216,26 @@ class HttpSettings(BaseModel):
     @property
     def port(self) -> int:
         return int(self.listen.rsplit(":", 1)[1])
+
+    @field_validator("allowed_origins", "allowed_hosts", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        # From the environment (SCORIO_MONITOR_HTTP_ALLOWED_HOSTS=a,b).
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_patterns(cls, hosts: list[str]) -> list[str]:
+        for host in hosts:
+            if "*" in host[1:] or (
+                host.startswith("*") and host[:2] != "*." and host != "*"
+            ):
+                raise ValueError(
+                    f"allowed_hosts takes names, '*.domain' or '*'; got {host!r}"
+                )
+        return [host.lower().rstrip(".") for host in hosts]
 
     @field_validator("listen")
     @classmethod

@@ -60,4 +60,15 @@ MAX_EVENT_NUMBER: Final = (1 << 63) - 1
 # Bounds on what one request may ask: a plan's budget (planning costs time
 # on the engine thread in proportion) and the rejections an answer lists.
 MAX_NEXT_BUDGET: Final = 1_000
+# The longest reservation a plan may ask for: a day. A lease that outlives
+# the trials it stands for keeps them from every other scheduler.
+MAX_LEASE_S: Final = 86_400.0
 MAX_REPORTED_REJECTIONS: Final = 100
+# Dead letters a client without a token may cause by naming runs the monitor
+# refuses (unknown_run), in bytes of request body plus a row's overhead per
+# rejected event: this much at once, refilled at this rate; past it such a
+# request is a 429 and records nothing. Clients tracked at most.
+UNKNOWN_RUN_BYTES_BURST: Final = 1 << 20
+UNKNOWN_RUN_BYTES_PER_S: Final = (1 << 20) / 3600
+UNKNOWN_RUN_ROW_BYTES: Final = 256
+UNKNOWN_RUN_CLIENTS: Final = 10_000

@@ -54,7 +54,7 @@ from adapters.harness.transports import (
     check_run,
 )
 from monitor.errors import MonitorError
-from monitor.limits import DEFAULT_LEASE_S
+from monitor.limits import DEFAULT_LEASE_S, MAX_LEASE_S
 from monitor.schema import NextItem, RunConfig, Status, TrialEvent
 
 log = logging.getLogger(__name__)
@@ -343,14 +343,16 @@ class AsyncMonitorClient:
         model alone.
 
         Raises:
-            ValueError: for a negative budget or lease.
+            ValueError: for a negative budget, or a lease outside 0 to
+                ``MAX_LEASE_S`` (a day).
             NotImplementedError: over MQTT.
             UnknownRunError: when the monitor does not know the run.
         """
         self._require_running()
-        if budget < 0 or not lease_s >= 0:
+        if budget < 0 or not 0 <= lease_s <= MAX_LEASE_S:
             raise ValueError(
-                f"budget and lease_s must be >= 0; got {budget} and {lease_s}"
+                f"budget must be >= 0 and lease_s from 0 to {MAX_LEASE_S:g}; "
+                f"got {budget} and {lease_s}"
             )
         return await self._retrying(
             f"planning run {run!r}",

@@ -35,6 +35,7 @@ from monitor.config import (
 from monitor.engine.monitor import Monitor
 from monitor.feeds.watch import watch
 from monitor.http.app import create_app
+from monitor.http.connections import AcceptErrorLog, server_config
 from monitor.interfaces import IngestSink, Payload, TrialSource
 from monitor.schema import Status
 from monitor.service.service import Service
@@ -213,9 +214,8 @@ async def _watch_serving(
     # replayed at full speed still draws its whole history.
     async with Service(monitor, [reporting], status_interval_s=0.0) as service:
         app = create_app(service, settings, metrics_renderer(lambda: service.snapshot))
-        server = uvicorn.Server(
-            uvicorn.Config(app, host=settings.host, port=port, log_level="warning")
-        )
+        asyncio.get_running_loop().set_exception_handler(AcceptErrorLog())
+        server = uvicorn.Server(server_config(app, settings, settings.host, port))
 
         def stop(signum: int, frame: FrameType | None) -> None:
             source.stop()

@@ -27,6 +27,11 @@ from monitor.config import (
 )
 from monitor.engine.monitor import Monitor
 from monitor.http.app import create_app
+from monitor.http.connections import (
+    AcceptErrorLog,
+    deepen_listen_queue,
+    server_config,
+)
 from monitor.interfaces import Publisher, Store, TrialSource
 from monitor.service.service import Service
 from monitor.stores.factory import MEMORY, StoreOptions, open_store
@@ -82,10 +87,20 @@ async def _serve(config: ServiceConfig, sock: socket.socket) -> None:
         app = create_app(
             service, config.http, metrics_renderer(lambda: service.snapshot)
         )
+        # Announced first, then what the server config may log (a lowered
+        # connection cap); the bound socket already queues connections.
+        print(
+            f"scorio-monitor: serving http://{config.http.listen} "
+            f"(store {config.store.kind}"
+            + (f", mqtt {config.mqtt.host}:{config.mqtt.port}" if config.mqtt else "")
+            + (", redis streams" if config.redis_stream else "")
+            + ")",
+            file=sys.stderr,
+            flush=True,
+        )
+        asyncio.get_running_loop().set_exception_handler(AcceptErrorLog())
         server = uvicorn.Server(
-            uvicorn.Config(
-                app, host=config.http.host, port=config.http.port, log_level="warning"
-            )
+            server_config(app, config.http, config.http.host, config.http.port)
         )
         # What exists now (modules, classes, functions: 100,000+ objects) lives
         # as long as the process: frozen, a full garbage collection no longer
@@ -106,19 +121,12 @@ async def _serve(config: ServiceConfig, sock: socket.socket) -> None:
             server.should_exit = True
 
         watcher = asyncio.create_task(stop_on_failure())
-        print(
-            f"scorio-monitor: serving http://{config.http.listen} "
-            f"(store {config.store.kind}"
-            + (f", mqtt {config.mqtt.host}:{config.mqtt.port}" if config.mqtt else "")
-            + (", redis streams" if config.redis_stream else "")
-            + ")",
-            file=sys.stderr,
-            flush=True,
-        )
+        deepen = asyncio.create_task(deepen_listen_queue(server, sock))
         try:
             await server.serve(sockets=[sock])
         finally:
             watcher.cancel()
+            deepen.cancel()
     if service.failure is not None:
         raise service.failure
 

@@ -2,11 +2,16 @@
 
 Routes reach the service through the app's lifespan state, never module
 globals; the Prometheus renderer is injected by the composition root (monitor
-never imports adapters). Write routes need ``Authorization: Bearer <token>``
-when a token is configured (401 without one, 403 with a wrong one), take
-only ``application/json`` (415) and refuse other origins' browsers (403). Bodies
-are capped at ``max_body_bytes`` (413). Invalid input is a 422 whose
-``detail`` says what is wrong; inputs are parsed as JSON, never evaluated.
+never imports adapters). Every route that changes state is a ``POST`` (a
+reservation too: ``POST /runs/{run}/next``; its ``GET`` only previews) and
+needs ``Authorization: Bearer <token>`` when a token is configured (401
+without one, 403 with a wrong one), takes only ``application/json`` (415)
+and refuses other origins' browsers (403). A ``Host`` that does not name the
+monitor is a 400 (:class:`~monitor.http.middleware.HostCheck`). Bodies are
+capped at ``max_body_bytes`` (413). Invalid input is a 422 whose ``detail``
+says what is wrong; inputs are parsed as JSON, never evaluated. Without a
+token, requests naming unknown runs are dead-lettered only within the
+client's allowance (429 past it; see :mod:`monitor.http.allowance`).
 
 Server-sent events at ``/runs/{run}/events``: stored events first (after the
 client's ``Last-Event-ID`` or ``?since=``), then live ones, each with its
@@ -18,25 +23,35 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 import secrets
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Annotated, Any, TypedDict
+from urllib.parse import urlsplit
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from monitor.config import HttpSettings
 from monitor.errors import ConfigError, StoreError, UnknownRunError
+from monitor.http.allowance import ByteAllowance
 from monitor.http.compare import add_compare_routes
 from monitor.http.history import add_history_routes
-from monitor.http.middleware import BodyLimit, scope_oversize
+from monitor.http.middleware import (
+    LOOPBACK_NAMES,
+    BodyLimit,
+    HostCheck,
+    host_name,
+    is_ip_literal,
+    scope_oversize,
+)
 from monitor.http.trials import add_trials_routes
 from monitor.http.views import (
     QuestionRow,
@@ -48,8 +63,13 @@ from monitor.interfaces import Payload
 from monitor.limits import (
     DEFAULT_LEASE_S,
     MAX_EVENT_NUMBER,
+    MAX_LEASE_S,
     MAX_NEXT_BUDGET,
     MAX_REPORTED_REJECTIONS,
+    UNKNOWN_RUN_BYTES_BURST,
+    UNKNOWN_RUN_BYTES_PER_S,
+    UNKNOWN_RUN_CLIENTS,
+    UNKNOWN_RUN_ROW_BYTES,
 )
 from monitor.schema import NextItem, RunConfig, Status
 from monitor.service.rejections import RecentRejection
@@ -90,6 +110,16 @@ class IngestAnswer(BaseModel):
     rejected_count: int
 
 
+class NextAsk(BaseModel):
+    """The body of ``POST /runs/{run}/next``: how many trials, for how long."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    budget: Annotated[int, Field(ge=0, le=MAX_NEXT_BUDGET)]
+    lease_s: Annotated[float, Field(ge=0, le=MAX_LEASE_S)] = DEFAULT_LEASE_S
+    model: Annotated[str | None, Field(max_length=256)] = None
+
+
 def create_app(
     service: Service, settings: HttpSettings, metrics: MetricsRenderer | None = None
 ) -> FastAPI:
@@ -104,7 +134,11 @@ def create_app(
         summary="Streaming Bayes@N evaluation monitor with adaptive stopping.",
         lifespan=lifespan,
     )
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimit, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s
+    )
+    # Added last, so it runs first: a foreign Host gets nothing else.
+    app.add_middleware(HostCheck, allowed_hosts=settings.allowed_hosts)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(UnknownRunError, _unknown_run)
     app.add_exception_handler(StoreError, _store_unavailable)
@@ -114,6 +148,9 @@ def create_app(
     add_compare_routes(app)
     add_trials_routes(app)
     writer = [Depends(_same_origin_json), Depends(_authorized)]
+    unknown_runs = ByteAllowance(
+        UNKNOWN_RUN_BYTES_BURST, UNKNOWN_RUN_BYTES_PER_S, UNKNOWN_RUN_CLIENTS
+    )
 
     @app.get("/", include_in_schema=False)
     async def dashboard() -> FileResponse:
@@ -154,7 +191,31 @@ def create_app(
             )
         else:
             payload = Payload(data=await request.body(), source="http", run=run)
-        report = await _service(request).ingest_payloads([payload])
+        service = _service(request)
+        # Without a token anyone may post: the dead letters of runs the
+        # monitor refuses are paid for from the client's allowance.
+        client = request.client.host if request.client else ""
+        limited = settings.token is None
+        if (
+            limited
+            and unknown_runs.left(client) <= 0
+            and run not in await service.runs()
+        ):
+            wait_s = math.ceil(unknown_runs.wait_s(client))
+            raise HTTPException(
+                429,
+                f"unknown run {run!r}: not recorded; this client's allowance for "
+                f"requests naming unknown runs ({UNKNOWN_RUN_BYTES_BURST} bytes, "
+                f"refilled hourly) is spent; retry in {wait_s} s (a run declared "
+                "meanwhile is taken at once)",
+                {"Retry-After": str(wait_s)},
+            )
+        report = await service.ingest_payloads([payload])
+        unknown = sum(item.kind == "unknown_run" for item in report.rejected)
+        if limited and unknown:
+            unknown_runs.charge(
+                client, len(payload.data) + unknown * UNKNOWN_RUN_ROW_BYTES
+            )
         answer = _answer(report)
         if oversize:
             detail = "; ".join(item.reason for item in answer.rejected)
@@ -173,17 +234,31 @@ def create_app(
     async def status(run: str, request: Request) -> Status:
         return await _service(request).status(run)
 
+    @app.post("/runs/{run}/next", dependencies=writer, response_model=list[NextItem])
+    async def reserve(run: str, request: Request, ask: NextAsk) -> Response:
+        """Reserve trials to run next: a write (the token, JSON, same origin)."""
+        items = await _service(request).next(run, ask.budget, ask.lease_s, ask.model)
+        # Serialised in one pydantic-core call: FastAPI's per-item path holds
+        # the event loop (and every other request) for tens of ms.
+        return Response(_NEXT_ITEMS.dump_json(items), media_type="application/json")
+
     @app.get("/runs/{run}/next", response_model=list[NextItem])
-    async def next_trials(
+    async def preview(
         run: str,
         request: Request,
         budget: Annotated[int, Query(ge=0, le=MAX_NEXT_BUDGET)],
-        lease_s: Annotated[float, Query(ge=0, le=7 * 86_400)] = DEFAULT_LEASE_S,
         model: Annotated[str | None, Query(max_length=256)] = None,
     ) -> Response:
-        items = await _service(request).next(run, budget, lease_s, model)
-        # Serialised in one pydantic-core call: FastAPI's per-item path holds
-        # the event loop (and every other request) for tens of ms.
+        """What ``POST`` would hand out now, reserving nothing (a read)."""
+        if "lease_s" in request.query_params:
+            raise HTTPException(
+                405,
+                "GET /runs/{run}/next only previews and reserves nothing; reserve "
+                'with POST /runs/{run}/next and a JSON body {"budget": B, '
+                '"lease_s": S}',
+                {"Allow": "GET, POST"},
+            )
+        items = await _service(request).next(run, budget, 0.0, model)
         return Response(_NEXT_ITEMS.dump_json(items), media_type="application/json")
 
     @app.post("/runs/{run}/release", dependencies=writer)
@@ -329,13 +404,38 @@ async def _same_origin_json(request: Request) -> None:
     settings: HttpSettings = request.state.settings
     origin = request.headers.get("origin")
     if origin is not None:
-        own = f"{request.url.scheme}://{request.headers.get('host', '')}"
-        if origin != own and origin not in settings.allowed_origins:
+        if origin not in settings.allowed_origins and not _own_origin(
+            origin, request, settings
+        ):
             raise HTTPException(
                 403, f"cross-origin write from {origin!r} refused (allowed_origins)"
             )
     elif request.headers.get("sec-fetch-site") == "cross-site":
         raise HTTPException(403, "cross-site write refused")
+
+
+def _own_origin(origin: str, request: Request, settings: HttpSettings) -> bool:
+    """Whether ``origin`` is one of this monitor's own pages.
+
+    Its own names (loopback names, the address it listens on, the exact
+    names of ``allowed_hosts``) on the port it listens on; never what the
+    request's ``Host`` says, which the client chooses.
+    """
+    scheme, _, netloc = origin.partition("://")
+    host = host_name(netloc) if scheme in ("http", "https") else None
+    if host is None:
+        return False
+    try:
+        port = urlsplit(origin).port or (443 if scheme == "https" else 80)
+    except ValueError:
+        return False
+    server = request.scope.get("server")
+    own_port = server[1] if server else settings.port
+    bound = settings.host.strip("[]").lower()
+    names = LOOPBACK_NAMES | {n for n in settings.allowed_hosts if "*" not in n}
+    if is_ip_literal(bound) and bound not in ("0.0.0.0", "::"):
+        names |= {bound}
+    return scheme == request.url.scheme and port == own_port and host in names
 
 
 async def _authorized(request: Request) -> None:

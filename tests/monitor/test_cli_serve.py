@@ -5,7 +5,10 @@ fails clearly."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -15,8 +18,12 @@ from pathlib import Path
 from typing import cast
 
 import httpx
+import pytest
 
 from monitor.cli.common import listening_socket
+from monitor.http.connections import AcceptErrorLog, connection_limit
+from tests.helpers import eventually
+from tests.monitor.test_cli_watch import poll_until
 from tests.services import MosquittoBroker, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -287,3 +294,161 @@ def test_workers_with_per_process_client_ids_run_side_by_side(
     finally:
         stop_all([first, second])
     assert first.returncode == second.returncode == 0
+
+
+def serve_with(
+    tmp_path: Path, http: str, open_files: int | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    """``serve`` (memory store) with ``http`` lines in [http]; its base URL.
+
+    ``open_files`` sets its open-file limit, soft and hard.
+    """
+    port = free_port()
+    config = tmp_path / "serve.toml"
+    config.write_text(
+        f'[store]\nkind = "memory"\n[http]\nlisten = "127.0.0.1:{port}"\n{http}\n'
+    )
+
+    def limit_files() -> None:
+        if open_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
+    with (tmp_path / "serve.err").open("wb") as stderr:
+        process = subprocess.Popen(
+            [*MONITOR, "serve", "--config", str(config)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            preexec_fn=limit_files,
+            text=True,
+        )
+    base = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        assert process.poll() is None, (tmp_path / "serve.err").read_text()
+        try:
+            return httpx.get(f"{base}/healthz", timeout=5.0).is_success
+        except httpx.HTTPError:
+            return False
+
+    poll_until(up)
+    return process, base
+
+
+def answer_then_close(sock: socket.socket) -> bytes:
+    """All the server sends until it closes (the timeout only bounds a failure)."""
+    sock.settimeout(60)
+    received = b""
+    while chunk := sock.recv(4096):
+        received += chunk
+    return received
+
+
+def test_a_request_head_or_body_that_does_not_come_is_cut_off(tmp_path: Path) -> None:
+    process, base = serve_with(tmp_path, "header_timeout_s = 1\nbody_timeout_s = 1")
+    port = int(base.rpartition(":")[2])
+    try:
+        for sent, reason in (
+            (b"", b"head did not arrive"),  # opened, then nothing
+            (b"GET /healthz HTTP/1.1\r\nHo", b"head did not arrive"),  # slowloris
+            (
+                b"POST /runs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                b'application/json\r\nContent-Length: 100\r\n\r\n{"run"',
+                b"body did not arrive",
+            ),
+        ):
+            with socket.create_connection(("127.0.0.1", port)) as sock:
+                sock.sendall(sent)
+                answer = answer_then_close(sock)
+            assert answer.startswith(b"HTTP/1.1 408") and reason in answer, sent
+        assert httpx.get(f"{base}/runs", timeout=30).json() == []
+    finally:
+        stop_all([process])
+
+
+def test_idle_connections_past_the_open_file_limit_leave_healthz_answering(
+    tmp_path: Path,
+) -> None:
+    # 256 open files at most and 400 connections that never send a byte: the
+    # oldest idle ones are closed for newer ones, accept() never runs dry.
+    process, base = serve_with(tmp_path, "", open_files=256)
+    port = int(base.rpartition(":")[2])
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(400)]
+    try:
+        for _ in range(3):
+            answer = httpx.get(f"{base}/healthz", timeout=30)
+            assert answer.json() == {"status": "ok"}
+        closed = 0
+        for sock in idle:
+            sock.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                closed += sock.recv(1) == b""
+        assert closed >= 400 - 256
+    finally:
+        for sock in idle:
+            sock.close()
+        stop_all([process])
+    log = (tmp_path / "serve.err").read_text()
+    assert log.count("accept()") <= 2, log
+    limit = connection_limit(1000, 256)
+    assert f"at most {limit} open connections" in log
+
+
+async def test_accept_errors_are_logged_once_per_burst(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(AcceptErrorLog(quiet_s=0.05))
+    try:
+        error = OSError(errno.EMFILE, "Too many open files")
+        for _ in range(1000):
+            loop.call_exception_handler(
+                {
+                    "message": "socket.accept() out of system resource",
+                    "exception": error,
+                }
+            )
+
+        async def summed_up() -> bool:
+            return any("999 more" in r.getMessage() for r in caplog.records)
+
+        await eventually(summed_up)
+        lines = [r.getMessage() for r in caplog.records if "accept()" in r.getMessage()]
+        assert len(lines) == 2 and "Too many open files" in lines[0]
+    finally:
+        loop.set_exception_handler(None)
+
+
+def test_a_flood_of_idle_connections_closes_its_own_not_a_busy_stream(
+    tmp_path: Path,
+) -> None:
+    process, base = serve_with(tmp_path, "max_connections = 20")
+    port = int(base.rpartition(":")[2])
+    json_type = {"Content-Type": "application/json"}
+    httpx.post(f"{base}/runs", json={"run": "r"}, headers=json_type, timeout=30)
+    # A stream from one client (127.0.0.2), then 100 idle connections from
+    # another (127.0.0.1): the flood closes its own oldest, never the stream.
+    with (
+        httpx.Client(
+            base_url=base,
+            timeout=30,
+            transport=httpx.HTTPTransport(local_address="127.0.0.2"),
+        ) as reader,
+        reader.stream("GET", "/runs/r/events") as stream,
+    ):
+        lines = stream.iter_lines()
+        assert next(lines).startswith("event: status")
+        idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(100)]
+        try:
+            assert httpx.get(f"{base}/healthz", timeout=30).is_success
+            trial = {"model": "a", "question": 0, "trial": 0, "correct": True}
+            response = httpx.post(
+                f"{base}/runs/r/trials", json=trial, headers=json_type, timeout=30
+            )
+            assert response.json()["accepted"] == 1
+            # The stream still delivers: the status after the trial.
+            assert any('"trials":1' in line for line in lines)
+        finally:
+            for sock in idle:
+                sock.close()
+    stop_all([process])

@@ -216,7 +216,7 @@ async def test_unknown_runs_are_404(api: tuple[httpx.AsyncClient, Monitor]) -> N
     client, _ = api
     for path in (
         "/runs/nope/status",
-        "/runs/nope/next?budget=3",
+        "/runs/nope/next?budget=3",  # a preview
         "/runs/nope/events",
         "/runs/nope/trace",
     ):
@@ -236,12 +236,45 @@ async def test_next_needs_a_non_negative_budget(
         json=[trial(1, 0, True), trial(1, 0, False, model="b")],
         headers=AUTH,
     )
-    items = (await client.get("/runs/r/next", params={"budget": 6})).json()
+    response = await client.post("/runs/r/next", json={"budget": 6}, headers=AUTH)
+    items = response.json()
     assert sum(item["trials"] for item in items) == 6
     assert {item["model"] for item in items} == {"a", "b"}
+    for ask in ({"budget": -1}, {"budget": 1_001}, {"budget": 1, "lease_s": 86_401}):
+        bad = await client.post("/runs/r/next", json=ask, headers=AUTH)
+        assert bad.status_code == 422, ask
+        assert bad.json()["detail"].startswith(("budget:", "lease_s:"))
+    assert (await client.post("/runs/r/next", json={}, headers=AUTH)).status_code == 422
     bad = await client.get("/runs/r/next", params={"budget": -1})
     assert bad.status_code == 422 and bad.json()["detail"].startswith("budget:")
     assert (await client.get("/runs/r/next")).status_code == 422
+
+
+async def test_reserving_needs_the_token_and_a_get_reserves_nothing(
+    api: tuple[httpx.AsyncClient, Monitor],
+) -> None:
+    client, monitor = api
+    both = [trial(1, 0, True), trial(1, 0, False, model="b")]
+    await client.post("/runs/r/trials", json=both, headers=AUTH)
+    week = {"budget": 1_000, "lease_s": 86_400}
+    json_type = {"Content-Type": "application/json"}
+    response = await client.post("/runs/r/next", json=week, headers=json_type)
+    assert response.status_code == 401
+    wrong = {**json_type, "Authorization": "Bearer wrong"}
+    assert (
+        await client.post("/runs/r/next", json=week, headers=wrong)
+    ).status_code == 403
+    # What an <img> tag can send: a GET. It previews, leases nothing.
+    seven_days = {"budget": 1_000, "lease_s": 604_800}
+    response = await client.get("/runs/r/next", params=seven_days)
+    assert response.status_code == 405 and "POST /runs/{run}/next" in response.text
+    preview = (await client.get("/runs/r/next", params={"budget": 1_000})).json()
+    assert preview and all(item["lease"] is None for item in preview)
+    # Nothing was reserved: the scheduler with the token gets the whole room.
+    plan = (await client.post("/runs/r/next", json=week, headers=AUTH)).json()
+    assert sum(item["trials"] for item in plan) == sum(i["trials"] for i in preview)
+    assert all(item["lease"] for item in plan)
+    assert monitor.next("r", 1_000, lease_s=0) == []
 
 
 async def test_events_stream_replays_from_last_event_id_then_goes_live(

@@ -172,9 +172,11 @@ async def test_one_request_may_ask_only_so_much(
     client: tuple[httpx.AsyncClient, Monitor],
 ) -> None:
     http, monitor = client
-    response = await http.get("/runs/r/next", params={"budget": 1_001})
+    response = await http.post("/runs/r/next", json={"budget": 1_001})
     assert response.status_code == 422 and "budget" in response.text
-    assert (await http.get("/runs/r/next", params={"budget": 1_000})).is_success
+    assert (await http.post("/runs/r/next", json={"budget": 1_000})).is_success
+    response = await http.post("/runs/r/next", json={"budget": 1, "lease_s": 1e9})
+    assert response.status_code == 422 and "lease_s" in response.text
     ones = b"[" + b"1," * 199_999 + b"1]"
     response = await http.post(
         "/runs/r/trials", content=ones, headers={"Content-Type": "application/json"}
@@ -246,3 +248,79 @@ async def test_a_shared_store_takes_pieces_in_groups_while_none_is_rejected(
             # Rejections keep the pieces one at a time.
             assert monitor.calls == [INGEST_PIECE] * 20
     assert monitor.status("r").trials == 5500
+
+
+async def test_a_rebound_name_is_refused_even_with_its_own_origin(
+    client: tuple[httpx.AsyncClient, Monitor],
+) -> None:
+    # DNS rebinding: a page at http://evil.example:PORT whose name now points
+    # here sends Host and Origin both naming evil.example.
+    http, monitor = client
+    port = http.base_url.port
+    evil = {
+        "Host": f"evil.example:{port}",
+        "Origin": f"http://evil.example:{port}",
+        "Content-Type": "application/json",
+    }
+    response = await http.post("/runs/r/trials", content=ONE, headers=evil)
+    assert response.status_code == 400 and "allowed_hosts" in response.text
+    assert (
+        await http.get("/runs", headers={"Host": "evil.example"})
+    ).status_code == 400
+    assert monitor.status("r").trials == 0
+    for own in (f"127.0.0.1:{port}", f"localhost:{port}", "127.0.0.1"):
+        assert (await http.get("/runs", headers={"Host": own})).is_success, own
+    # The Host check passed (an IP literal), the Origin is still foreign.
+    foreign = {**evil, "Host": f"127.0.0.1:{port}"}
+    response = await http.post("/runs/r/trials", content=ONE, headers=foreign)
+    assert response.status_code == 403
+    assert monitor.status("r").trials == 0
+
+
+async def test_allowed_hosts_name_the_monitor_and_its_own_origins() -> None:
+    monitor = Monitor()
+    settings = HttpSettings(allowed_hosts=["monitor.example", "*.lab.example"])
+    async with Service(monitor) as service:
+        app = create_app(service, settings)
+        async with serving(app) as base, httpx.AsyncClient(base_url=base) as http:
+            port = int(base.rpartition(":")[2])
+            for host in ("monitor.example", "a.lab.example", "[::1]"):
+                assert (await http.get("/runs", headers={"Host": host})).is_success
+            for host in ("lab.example", "evil.example", "monitor.example.evil"):
+                response = await http.get("/runs", headers={"Host": host})
+                assert response.status_code == 400, host
+            page = f"http://monitor.example:{port}"
+            headers = {"Host": f"monitor.example:{port}", "Origin": page}
+            response = await http.post("/runs", json={"run": "x"}, headers=headers)
+            assert response.status_code == 201
+            # Another port on the same name is another origin.
+            other = {**headers, "Origin": f"http://monitor.example:{port + 1}"}
+            response = await http.post("/runs", json={"run": "y"}, headers=other)
+            assert response.status_code == 403
+
+
+async def test_requests_naming_unknown_runs_record_only_a_clients_allowance(
+    client: tuple[httpx.AsyncClient, Monitor],
+) -> None:
+    # Run "r" is declared, so any other name is refused (unknown_run) and
+    # dead-lettered; without a token anyone may send such requests.
+    http, monitor = client
+    batch = [trial(q % 4, q, 1) for q in range(1000)]
+    answers = []
+    for number in range(20):
+        response = await http.post(f"/runs/new{number}/trials", json=batch)
+        answers.append(response.status_code)
+        if response.status_code == 429:
+            break
+    assert answers[0] == 422 and answers[-1] == 429, answers
+    assert "unknown run 'new" in response.json()["detail"]
+    assert int(response.headers["Retry-After"]) > 0
+    recorded = len(monitor.store.dead_letters(limit=1_000_000))
+    assert recorded == 1000 * (len(answers) - 1)
+    for number in range(5):
+        response = await http.post(f"/runs/more{number}/trials", json=batch)
+        assert response.status_code == 429
+    assert len(monitor.store.dead_letters(limit=1_000_000)) == recorded
+    # The declared run still takes this client's trials.
+    assert (await http.post("/runs/r/trials", json=[trial(0, 0, 1)])).is_success
+    assert monitor.status("r").trials == 1

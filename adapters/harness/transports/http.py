@@ -6,6 +6,7 @@ exceptions and the HTTP statuses become monitor errors.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Sequence
 from types import TracebackType
@@ -95,11 +96,12 @@ class HttpTransport:
     async def next(
         self, run: str, budget: int, lease_s: float, model: str | None = None
     ) -> list[NextItem]:
-        params: dict[str, int | float | str] = {"budget": budget, "lease_s": lease_s}
+        # A reservation is a write: POST with a JSON body (GET only previews).
+        ask: dict[str, int | float | str] = {"budget": budget, "lease_s": lease_s}
         if model is not None:
-            params["model"] = model
+            ask["model"] = model
         response = await self._request(
-            "GET", f"{_run_path(run)}/next", run, params=params
+            "POST", f"{_run_path(run)}/next", run, content=json.dumps(ask).encode()
         )
         return _parsed(_NEXT_ITEMS.validate_json, response)
 
