@@ -29,6 +29,7 @@ def run_view(arguments: argparse.Namespace) -> int:
         from adapters.prometheus import metrics_renderer
         from monitor.config import HttpSettings
         from monitor.http.app import create_app
+        from monitor.http.connections import AcceptErrorLog, server_config
         from monitor.http.readonly import ReadOnly
         from monitor.service.service import Service
     except ImportError as exc:
@@ -48,9 +49,9 @@ def run_view(arguments: argparse.Namespace) -> int:
                 f"read-only: `scorio-monitor view` shows {state.name}; "
                 "trials go to `watch`, `ingest` or `serve`",
             )
-            server = uvicorn.Server(
-                uvicorn.Config(app, host=arguments.host, port=port, log_level="warning")
-            )
+            # The same guards as serve: slow and idle clients cut off.
+            asyncio.get_running_loop().set_exception_handler(AcceptErrorLog())
+            server = uvicorn.Server(server_config(app, settings, arguments.host, port))
 
             def stop(signum: int, frame: FrameType | None) -> None:
                 server.should_exit = True
