@@ -10,6 +10,7 @@ trial. The trial event and its cost are msgspec structs
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Annotated, Literal, Self, get_args
 from urllib.parse import urlsplit
 
@@ -273,8 +274,36 @@ class PairStatus(BaseModel):
     decision: Decision | None = None
 
 
+WaitingReason = Literal["models", "questions", "in_flight", "budget", "decisions"]
+
+
+class Waiting(BaseModel):
+    """Why ``next`` hands out no trials (to the run, or to ``models``) now.
+
+    ``reason``: ``models`` (too few models have reported to compare any:
+    report each once, declare the run's models, or ask ``next`` for a
+    model by name), ``questions`` (the room left is on questions the run
+    has not seen, which a plan cannot name), ``in_flight`` (every trial
+    left below the cap is reserved by earlier plans, until they are
+    reported or the first lease expires at ``until``, seconds since the
+    epoch), ``budget`` (the models on open boundaries have used
+    ``max_trials_per_question``) or ``decisions`` (the stopping rule asks
+    no model for trials while some order is open). ``message`` says it in
+    a sentence; ``models`` names the models concerned.
+    """
+
+    reason: WaitingReason
+    message: str
+    models: list[str] = Field(default_factory=list)
+    until: float | None = None
+
+
 class Status(BaseModel):
-    """A run's status: what the CLI prints, HTTP serves and MQTT publishes."""
+    """A run's status: what the CLI prints, HTTP serves and MQTT publishes.
+
+    ``waiting_for`` is empty while ``next`` hands out trials to every model
+    that needs them, and when the run is stable; otherwise it says why not.
+    """
 
     run: str
     rule: RuleName
@@ -297,6 +326,7 @@ class Status(BaseModel):
     models: list[ModelStatus]
     pairs: list[PairStatus]
     decisions: list[Decision] = Field(default_factory=list)
+    waiting_for: list[Waiting] = Field(default_factory=list)
 
 
 class NextItem(BaseModel):
@@ -313,6 +343,32 @@ class NextItem(BaseModel):
     trials: int
     lease: str | None = None
     expires: float | None = None
+
+
+class Plan(list[NextItem]):
+    """What ``next`` answers: its reservations (a list), and why not more.
+
+    ``waiting_for`` is the run's :attr:`Status.waiting_for` after the plan
+    (empty while every model that needs trials can get them); ``stable``
+    whether the run is stable (then no trials are needed at all).
+    """
+
+    def __init__(
+        self,
+        items: Iterable[NextItem] = (),
+        waiting_for: Iterable[Waiting] = (),
+        *,
+        stable: bool = False,
+    ) -> None:
+        super().__init__(items)
+        self.waiting_for = list(waiting_for)
+        self.stable = stable
+
+    def why_empty(self) -> str:
+        """Why the plan holds no more trials, in sentences (empty if unknown)."""
+        if self.stable:
+            return "the run is stable: no trials needed"
+        return " ".join(item.message for item in self.waiting_for)
 
 
 RejectionKind = Literal[

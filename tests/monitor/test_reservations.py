@@ -200,13 +200,26 @@ def test_reports_release_the_oldest_lease_first_among_many_cells() -> None:
     assert monitor.in_flight("r") == both
 
     (model, question), held = next(iter(first.items()))
+    assert both[(model, question)] == held  # one trial more than reserved
     report(monitor, model, question, range(held + 1))
     monitor.next("r", 0)  # a plan settles, like in_flight does
-    after = dict(both)
-    after[(model, question)] -= held + 1
-    assert monitor.in_flight("r") == {k: n for k, n in after.items() if n > 0}
+    after = monitor.in_flight("r")
+    # The cell's reservation is released, and the trial beyond it releases
+    # one of the same model's elsewhere (the oldest lease's first cell).
+    (_, lent_question), _ = next(
+        (key, n)
+        for key, n in first.items()
+        if key[0] == model and key != (model, question)
+    )
+    expected = dict(both)
+    del expected[(model, question)]
+    expected[(model, lent_question)] -= 1
+    assert after == {k: n for k, n in expected.items() if n > 0}
+    # Every other model's and cell's reservations stay as they were.
+    assert all(after[k] == n for k, n in both.items() if k[0] != model)
 
     clock.now += 20.0  # the second lease expires: what the first holds is left
     left = dict(first)
-    left[(model, question)] -= min(held + 1, first[(model, question)])
+    del left[(model, question)]
+    left[(model, lent_question)] -= 1
     assert monitor.in_flight("r") == {k: n for k, n in left.items() if n > 0}
