@@ -9,6 +9,7 @@ decision and memoised by pair state between statuses.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
 
 from monitor.decisions.decide import RunDecision, SettledPair, forecast_trials
@@ -80,7 +81,11 @@ class Statuses:
                     predicted_trials=model_forecasts.get(name),
                     budget_exhausted=name in decision.exhausted,
                     cost_tokens=cost.tokens if cost is not None else 0,
-                    cost_seconds=cost.seconds if cost is not None else 0.0,
+                    # A sum past the largest float (1e308 s reported twice)
+                    # shows as that float: JSON has no infinity.
+                    cost_seconds=min(cost.seconds, sys.float_info.max)
+                    if cost is not None
+                    else 0.0,
                     metrics=live,
                 )
             )
