@@ -10,8 +10,8 @@ trial. The trial event and its cost are msgspec structs
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from typing import Annotated, Literal, Self, get_args
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Final, Literal, Self, get_args
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -21,6 +21,7 @@ from pydantic import (
     Field,
     StrictInt,
     StrictStr,
+    TypeAdapter,
     field_validator,
     model_validator,
 )
@@ -369,6 +370,38 @@ class Plan(list[NextItem]):
         if self.stable:
             return "the run is stable: no trials needed"
         return " ".join(item.message for item in self.waiting_for)
+
+
+# The HTTP answer of ``next`` is the list of reservations; why not more goes
+# in these headers (JSON), each model list cut to its first HEADER_MODELS.
+WAITING_HEADER: Final = "Scorio-Waiting-For"
+STABLE_HEADER: Final = "Scorio-Stable"
+HEADER_MODELS: Final = 20
+_WAITING_LIST = TypeAdapter(list[Waiting])
+
+
+def plan_headers(items: list[NextItem]) -> dict[str, str]:
+    """The headers that carry a :class:`Plan`'s ``waiting_for`` and ``stable``."""
+    if not isinstance(items, Plan):
+        return {}
+    waiting = [
+        item.model_copy(update={"models": item.models[:HEADER_MODELS]})
+        for item in items.waiting_for
+    ]
+    return {
+        WAITING_HEADER: _WAITING_LIST.dump_json(waiting).decode("ascii"),
+        STABLE_HEADER: "true" if items.stable else "false",
+    }
+
+
+def plan_from(items: list[NextItem], headers: Mapping[str, str]) -> Plan:
+    """The :class:`Plan` an HTTP answer of ``next`` carries (headers optional)."""
+    waiting = headers.get(WAITING_HEADER)
+    return Plan(
+        items,
+        [] if waiting is None else _WAITING_LIST.validate_json(waiting),
+        stable=headers.get(STABLE_HEADER) == "true",
+    )
 
 
 RejectionKind = Literal[

@@ -13,6 +13,7 @@ import sys
 from monitor.cli.common import find_state, print_statuses
 from monitor.cli.terminal import status_view, terminal
 from monitor.engine.monitor import Monitor
+from monitor.schema import Plan
 from monitor.stores.sqlite import SqliteStore
 
 
@@ -54,6 +55,9 @@ def run_next(arguments: argparse.Namespace) -> int:
         for item in items:
             lease = "" if item.lease is None else f"\t{item.lease}\t{item.expires}"
             print(f"{item.model}\t{item.question}\t{item.trials}{lease}")
-        if not items:
-            print("scorio-monitor: no trials needed", file=sys.stderr)
+    if isinstance(items, Plan) and (items.stable or items.waiting_for):
+        # Why the plan holds no (more) trials, beside any output format.
+        print(f"scorio-monitor: {items.why_empty()}", file=sys.stderr)
+    elif not items:
+        print("scorio-monitor: no trials planned", file=sys.stderr)
     return 0

@@ -48,7 +48,7 @@ from monitor.limits import (
     MAX_NEXT_BUDGET,
     MAX_REPORTED_REJECTIONS,
 )
-from monitor.schema import NextItem, RunConfig, Status
+from monitor.schema import NextItem, RunConfig, Status, plan_headers
 from monitor.service.rejections import RecentRejection
 from monitor.service.service import Service
 from monitor.stores.records import IngestReport, StoredEvent
@@ -185,7 +185,11 @@ def create_app(
         items = await _service(request).next(run, budget, lease_s, model)
         # Serialised in one pydantic-core call: FastAPI's per-item path holds
         # the event loop (and every other request) for tens of ms.
-        return Response(_NEXT_ITEMS.dump_json(items), media_type="application/json")
+        return Response(
+            _NEXT_ITEMS.dump_json(items),
+            media_type="application/json",
+            headers=plan_headers(items),
+        )
 
     @app.post("/runs/{run}/release", dependencies=writer)
     async def release(
