@@ -71,15 +71,8 @@ class Planner:
         models, refused = self._models(state, decision, model)
         reported = {name: state.trials_array(name) for name in state.tables}
         self._settle(run, state, reported, now)
-        trials = self._with_reserved(run, state, reported, models)
-        planned = plan_counts(
-            models,
-            [state.questions] * len(models),
-            [trials[name] for name in models],
-            budget,
-            state.config.max_trials_per_question,
-            state.cost_shares(models),
-        )
+        trials, lent = self._with_reserved(run, state, reported, models)
+        planned = self._plan(state, models, trials, lent, budget)
         lease = None
         if lease_s > 0:
             lease = self._reservations.reserve(run, planned, now, lease_s)
@@ -108,8 +101,55 @@ class Planner:
         state = self._registry.run(run)
         reported = {name: state.trials_array(name) for name in state.tables}
         self._settle(run, state, reported, self._clock())
-        trials = self._with_reserved(run, state, reported, [])
+        trials, _ = self._with_reserved(run, state, reported, [])
         return self._waiting(run, state, decision, trials)
+
+    def _plan(
+        self,
+        state: RunState,
+        models: list[str],
+        trials: dict[str, NDArray[np.int64]],
+        lent: dict[str, NDArray[np.int64]],
+        budget: int,
+    ) -> list[tuple[str, str, int]]:
+        """Share the budget: first as if lent trials still ran, then, for
+        what that leaves, without them.
+
+        A lent trial (released by a report on another question) may still
+        run, so plans avoid its room while there is other room below the
+        cap; a scheduler that runs its own choice of questions never
+        releases it, so it never blocks a plan for good either.
+        """
+        cap = state.config.max_trials_per_question
+        shares = state.cost_shares(models)
+        questions = [state.questions] * len(models)
+        planned = plan_counts(
+            models,
+            questions,
+            [trials[name] + lent[name] for name in models],
+            budget,
+            cap,
+            shares,
+        )
+        given = sum(count for _, _, count in planned)
+        if cap is None or given >= budget or not any(lent[m].any() for m in models):
+            return planned
+        index = state.question_index()
+        first = {name: trials[name].copy() for name in models}
+        for name, question, count in planned:
+            first[name][index[question]] += count
+        more = plan_counts(
+            models,
+            questions,
+            [first[name] for name in models],
+            budget - given,
+            cap,
+            shares,
+        )
+        merged: dict[tuple[str, str], int] = {}
+        for name, question, count in (*planned, *more):
+            merged[(name, question)] = merged.get((name, question), 0) + count
+        return [(name, question, count) for (name, question), count in merged.items()]
 
     def release(self, run: str, items: Sequence[NextItem]) -> int:
         """Give back reserved trials that will not run; how many were given back.
@@ -215,37 +255,50 @@ class Planner:
         state: RunState,
         reported: dict[str, NDArray[np.int64]],
         models: list[str],
-    ) -> dict[str, NDArray[np.int64]]:
-        """Each model's reported trials per question plus its reserved ones
-        (held and lent), for every model with trials, leases or a plan.
+    ) -> tuple[dict[str, NDArray[np.int64]], dict[str, NDArray[np.int64]]]:
+        """Each model's reported trials per question plus its in-flight ones,
+        and its lent ones apart, for every model with trials, leases or a
+        plan.
 
         In bulk (numpy), not cell by cell: a run's leases may hold every one
         of its 40 x 1,000 cells.
         """
         size = len(state.questions)
-        index = state.question_index()
-        reserved = self._reservations.in_flight(run, {}, self._clock())
-        for key, count in self._reservations.lent(run).items():
-            reserved[key] = reserved.get(key, 0) + count
+        held = self._reservations.in_flight(run, {}, self._clock())
+        lent = self._reservations.lent(run)
         names = list(
-            dict.fromkeys([*reported, *models, *(name for name, _ in reserved)])
+            dict.fromkeys([*reported, *models, *(name for name, _ in (*held, *lent))])
         )
+        position = {name: i for i, name in enumerate(names)}
         grid = np.zeros((len(names), size), dtype=np.int64)
         for row, name in enumerate(names):
             counts = reported.get(name)
             if counts is not None:
                 grid[row, : len(counts)] = counts
-        if reserved:
-            position = {name: i for i, name in enumerate(names)}
-            count = len(reserved)
-            rows = np.fromiter((position[key[0]] for key in reserved), np.int64, count)
-            columns = np.fromiter(
-                (index.get(key[1], -1) for key in reserved), np.int64, count
-            )
-            counts = np.fromiter(reserved.values(), np.int64, count)
-            known = columns >= 0
-            np.add.at(grid, (rows[known], columns[known]), counts[known])
-        return {name: grid[i] for i, name in enumerate(names)}
+        _add_cells(grid, held, position, state.question_index())
+        lent_grid = np.zeros_like(grid)
+        _add_cells(lent_grid, lent, position, state.question_index())
+        return (
+            {name: grid[i] for i, name in enumerate(names)},
+            {name: lent_grid[i] for i, name in enumerate(names)},
+        )
+
+
+def _add_cells(
+    grid: NDArray[np.int64],
+    cells: dict[Key, int],
+    position: dict[str, int],
+    index: dict[str, int],
+) -> None:
+    """Add trials per (model, question) to a models x questions grid."""
+    if not cells:
+        return
+    count = len(cells)
+    rows = np.fromiter((position[key[0]] for key in cells), np.int64, count)
+    columns = np.fromiter((index.get(key[1], -1) for key in cells), np.int64, count)
+    counts = np.fromiter(cells.values(), np.int64, count)
+    known = columns >= 0
+    np.add.at(grid, (rows[known], columns[known]), counts[known])
 
 
 def _not_asked(model: str) -> Waiting:

@@ -11,7 +11,8 @@ Reports release them. Trials carry no lease id (a harness reports what it
 ran), so release goes by counts: the trials a (model, question) reported
 since the last settling release as many reserved trials, oldest lease
 first: of the same (model, question) first, then, for trials beyond what
-that cell held, of the same model on other questions. A scheduler that
+that cell held, of the same model on other questions, and only then the
+lent trials of the same cell (see below). A scheduler that
 takes from ``next`` how many trials each model gets but runs them on
 questions of its own choosing so never leaves leases behind that starve
 later plans.
@@ -103,9 +104,18 @@ class Reservations:
                 _subtract(book.flying, lease.held)
                 _subtract(book.lent, lease.lent)
         book.leases = [lease for lease in book.leases if lease.expires > now]
+        beyond: dict[str, list[tuple[Key, int]]] = {}
         for key, count in new_trials.items():
-            if count > 0:
-                self._settle(book, key, count)
+            left = count - self._take_all(book, _held, book.flying, key, count)
+            if left > 0:
+                beyond.setdefault(key[0], []).append((key, left))
+        for model, cells in beyond.items():
+            left = sum(count for _, count in cells)
+            left -= self._lend(book, model, left)
+            for key, count in cells:
+                if left <= 0:
+                    break
+                left -= self._take_all(book, _lent, book.lent, key, min(count, left))
         return self._tidy(run, book)
 
     def lent(self, run: str) -> dict[Key, int]:
@@ -181,34 +191,46 @@ class Reservations:
         book.leases.append(lease)
         return lease
 
-    def _settle(self, book: _RunReservations, key: Key, reported: int) -> None:
-        """Release ``reported`` new trials of ``key``: the same cell's held
-        trials first, then its lent ones (they ran after all), then the
-        model's held trials on other questions (which become lent)."""
-        for part, sums in ((_held, book.flying), (_lent, book.lent)):
-            for lease in book.leases:
-                if reported <= 0:
-                    return
-                take = _take(part(lease), key, reported)
-                if take:
-                    reported -= take
-                    _drop(sums, key, take)
-        model = key[0]
+    def _take_all(
+        self,
+        book: _RunReservations,
+        part: Callable[[Lease], Cells],
+        sums: dict[Key, int],
+        key: Key,
+        wanted: int,
+    ) -> int:
+        """Take up to ``wanted`` of ``key`` from the leases' ``part``, oldest
+        lease first; how many were taken."""
+        taken = 0
+        for lease in book.leases:
+            if taken >= wanted:
+                break
+            take = _take(part(lease), key, wanted - taken)
+            if take:
+                taken += take
+                _drop(sums, key, take)
+        return taken
+
+    def _lend(self, book: _RunReservations, model: str, wanted: int) -> int:
+        """Release up to ``wanted`` held trials of ``model`` on any question
+        (oldest lease first) as lent; how many."""
+        lent_now = 0
         for lease in book.leases:
             cells = lease.held.get(model)
-            while reported > 0 and cells:
+            while lent_now < wanted and cells:
                 question, held = next(iter(cells.items()))
-                take = min(held, reported)
-                reported -= take
-                _take(lease.held, (model, question), take)
-                _drop(book.flying, (model, question), take)
+                take = min(held, wanted - lent_now)
+                lent_now += take
+                key = (model, question)
+                _take(lease.held, key, take)
+                _drop(book.flying, key, take)
                 lent = lease.lent.setdefault(model, {})
                 lent[question] = lent.get(question, 0) + take
-                key = (model, question)
                 book.lent[key] = book.lent.get(key, 0) + take
                 cells = lease.held.get(model)
-            if reported <= 0:
-                return
+            if lent_now >= wanted:
+                break
+        return lent_now
 
     def _tidy(self, run: str, book: _RunReservations) -> dict[Key, int]:
         """Drop empty leases (and the run's book when none is left)."""
