@@ -349,9 +349,10 @@ class NextItem(BaseModel):
 class Plan(list[NextItem]):
     """What ``next`` answers: its reservations (a list), and why not more.
 
-    ``waiting_for`` is the run's :attr:`Status.waiting_for` after the plan
-    (empty while every model that needs trials can get them); ``stable``
-    whether the run is stable (then no trials are needed at all).
+    When the plan holds fewer trials than asked for, ``waiting_for`` is the
+    run's :attr:`Status.waiting_for` after it (for a plan of one model, the
+    reasons naming it), saying why not more; ``stable`` whether the run is
+    stable (then no trials are needed at all).
     """
 
     def __init__(

@@ -89,6 +89,8 @@ class Planner:
                 )
                 for m, q, n in planned
             ]
+        if sum(count for _, _, count in planned) >= budget:
+            return Plan(items, stable=decision.stable)
         waiting = refused + self._waiting(run, state, decision, trials)
         if model is not None:
             waiting = [w for w in waiting if model in w.models]
