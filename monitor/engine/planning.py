@@ -71,8 +71,8 @@ class Planner:
         models, refused = self._models(state, decision, model)
         reported = {name: state.trials_array(name) for name in state.tables}
         self._settle(run, state, reported, now)
-        trials, lent = self._with_reserved(run, state, reported, models)
-        planned = self._plan(state, models, trials, lent, budget)
+        trials, lent, held = self._with_reserved(run, state, reported, models)
+        planned = self._plan(state, models, trials, lent, held, budget)
         lease = None
         if lease_s > 0:
             lease = self._reservations.reserve(run, planned, now, lease_s)
@@ -103,7 +103,7 @@ class Planner:
         state = self._registry.run(run)
         reported = {name: state.trials_array(name) for name in state.tables}
         self._settle(run, state, reported, self._clock())
-        trials, _ = self._with_reserved(run, state, reported, [])
+        trials, _, _ = self._with_reserved(run, state, reported, [])
         return self._waiting(run, state, decision, trials)
 
     def _plan(
@@ -112,6 +112,7 @@ class Planner:
         models: list[str],
         trials: dict[str, NDArray[np.int64]],
         lent: dict[str, NDArray[np.int64]],
+        held: dict[str, NDArray[np.int64]],
         budget: int,
     ) -> list[tuple[str, str, int]]:
         """Share the budget: first as if lent trials still ran, then, for
@@ -134,16 +135,22 @@ class Planner:
             shares,
         )
         given = sum(count for _, _, count in planned)
-        if cap is None or given >= budget or not any(lent[m].any() for m in models):
+        # Lent room goes again only to models that hold no trials: a
+        # scheduler that follows its plan still holds some while its lent
+        # trials may run; one that runs its own questions holds none once it
+        # reported a round.
+        free = [m for m in models if lent[m].any() and not held[m].any()]
+        if cap is None or given >= budget or not free:
             return planned
         index = state.question_index()
-        first = {name: trials[name].copy() for name in models}
+        first = {name: trials[name].copy() for name in free}
         for name, question, count in planned:
-            first[name][index[question]] += count
+            if name in first:
+                first[name][index[question]] += count
         more = plan_counts(
-            models,
-            questions,
-            [first[name] for name in models],
+            free,
+            [state.questions] * len(free),
+            [first[name] for name in free],
             budget - given,
             cap,
             shares,
@@ -257,10 +264,14 @@ class Planner:
         state: RunState,
         reported: dict[str, NDArray[np.int64]],
         models: list[str],
-    ) -> tuple[dict[str, NDArray[np.int64]], dict[str, NDArray[np.int64]]]:
-        """Each model's reported trials per question plus its in-flight ones,
-        and its lent ones apart, for every model with trials, leases or a
-        plan.
+    ) -> tuple[
+        dict[str, NDArray[np.int64]],
+        dict[str, NDArray[np.int64]],
+        dict[str, NDArray[np.int64]],
+    ]:
+        """Each model's reported trials per question plus its in-flight ones;
+        its lent ones; its in-flight ones alone: for every model with trials,
+        leases or a plan.
 
         In bulk (numpy), not cell by cell: a run's leases may hold every one
         of its 40 x 1,000 cells.
@@ -277,12 +288,15 @@ class Planner:
             counts = reported.get(name)
             if counts is not None:
                 grid[row, : len(counts)] = counts
-        _add_cells(grid, held, position, state.question_index())
+        held_grid = np.zeros_like(grid)
+        _add_cells(held_grid, held, position, state.question_index())
         lent_grid = np.zeros_like(grid)
         _add_cells(lent_grid, lent, position, state.question_index())
+        grid += held_grid
         return (
             {name: grid[i] for i, name in enumerate(names)},
             {name: lent_grid[i] for i, name in enumerate(names)},
+            {name: held_grid[i] for i, name in enumerate(names)},
         )
 
 
