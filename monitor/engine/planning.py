@@ -100,6 +100,8 @@ class Planner:
 
     def waiting_for(self, run: str, decision: RunDecision) -> list[Waiting]:
         """Why ``next`` gives the run, or some of its models, no trials now."""
+        if decision.stable:
+            return []
         state = self._registry.run(run)
         reported = {name: state.trials_array(name) for name in state.tables}
         self._settle(run, state, reported, self._clock())
