@@ -79,7 +79,9 @@ class Planner:
             if lease is not None:
                 self._settled_counts[run] = reported
                 for name, question, count in planned:
-                    trials[name][state.question_index()[question]] += count
+                    row = state.question_index()[question]
+                    trials[name][row] += count
+                    held[name][row] += count
         if lease is None:
             items = [NextItem(model=m, question=q, trials=n) for m, q, n in planned]
         else:
@@ -91,7 +93,7 @@ class Planner:
             ]
         if sum(count for _, _, count in planned) >= budget:
             return Plan(items, stable=decision.stable)
-        waiting = refused + self._waiting(run, state, decision, trials)
+        waiting = refused + self._waiting(run, state, decision, trials, lent, held)
         if model is not None:
             waiting = [w for w in waiting if model in w.models]
             if not items and not waiting and not decision.stable:
@@ -105,8 +107,8 @@ class Planner:
         state = self._registry.run(run)
         reported = {name: state.trials_array(name) for name in state.tables}
         self._settle(run, state, reported, self._clock())
-        trials, _, _ = self._with_reserved(run, state, reported, [])
-        return self._waiting(run, state, decision, trials)
+        trials, lent, held = self._with_reserved(run, state, reported, [])
+        return self._waiting(run, state, decision, trials, lent, held)
 
     def _plan(
         self,
@@ -215,7 +217,16 @@ class Planner:
         state: RunState,
         decision: RunDecision,
         trials: dict[str, NDArray[np.int64]],
+        lent: dict[str, NDArray[np.int64]],
+        held: dict[str, NDArray[np.int64]],
     ) -> list[Waiting]:
+        """:func:`~monitor.engine.waiting.waiting_for`, with the room each
+        model's plan sees: its lent trials block it while it holds others
+        (see :meth:`_plan`)."""
+        blocking = {
+            name: counts + lent[name] if held[name].any() else counts
+            for name, counts in trials.items()
+        }
         reserved: dict[str, int] = {}
         for (name, _), count in self._reservations.in_flight(
             run, {}, self._clock()
@@ -224,7 +235,7 @@ class Planner:
         for (name, _), count in self._reservations.lent(run).items():
             reserved[name] = reserved.get(name, 0) + count
         expiry = self._reservations.first_expiry(run)
-        return waiting_for(state, decision, trials, reserved, expiry)
+        return waiting_for(state, decision, blocking, reserved, expiry)
 
     def _settle(
         self,
