@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rich.console import Console
 
 from adapters.harness import (
     AsyncMonitorClient,
@@ -27,6 +28,7 @@ from adapters.harness import (
 )
 from monitor import Monitor, RunConfig
 from monitor.cli import main
+from monitor.cli.terminal import status_view
 from monitor.config import HttpSettings
 from monitor.http.app import create_app
 from monitor.schema import NextItem, Plan, Status
@@ -391,3 +393,15 @@ def test_liveness_agreement_and_caps_hold_whatever_the_scheduler_does(
     if cap is not None and not strays and not expired:
         # Schedulers that run only what they reserved never pass the cap.
         assert max(world.ran.values(), default=0) <= cap
+
+
+def test_the_terminal_view_says_what_the_run_waits_for() -> None:
+    monitor = Monitor(clock=Clock(), look_interval_s=0)
+    monitor.configure(RunConfig(run="r", questions=QUESTIONS))
+    console = Console(width=200, record=True)
+
+    console.print(status_view(monitor.status("r")))
+
+    shown = console.export_text()
+    assert "waiting for:" in shown
+    assert "models: run 'r' has trials of 0 models" in shown
