@@ -48,10 +48,12 @@ if TYPE_CHECKING:
         ModelStatus,
         NextItem,
         PairStatus,
+        Plan,
         Rejection,
         RunConfig,
         Status,
         TrialEvent,
+        Waiting,
     )
     from monitor.stores.records import IngestReport, StoredEvent
 
@@ -64,6 +66,7 @@ __all__ = [
     "MonitorError",
     "NextItem",
     "PairStatus",
+    "Plan",
     "PublishError",
     "Rejection",
     "RunConfig",
@@ -73,6 +76,7 @@ __all__ = [
     "StoredEvent",
     "TrialEvent",
     "UnknownRunError",
+    "Waiting",
 ]
 
 _HOMES = {
@@ -84,6 +88,7 @@ _HOMES = {
     "MonitorError": "monitor.errors",
     "NextItem": "monitor.schema",
     "PairStatus": "monitor.schema",
+    "Plan": "monitor.schema",
     "PublishError": "monitor.errors",
     "Rejection": "monitor.schema",
     "RunConfig": "monitor.schema",
@@ -93,6 +98,7 @@ _HOMES = {
     "StoredEvent": "monitor.stores.records",
     "TrialEvent": "monitor.schema",
     "UnknownRunError": "monitor.errors",
+    "Waiting": "monitor.schema",
 }
 
 

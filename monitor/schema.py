@@ -10,7 +10,8 @@ trial. The trial event and its cost are msgspec structs
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal, Self, get_args
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Final, Literal, Self, get_args
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -20,6 +21,7 @@ from pydantic import (
     Field,
     StrictInt,
     StrictStr,
+    TypeAdapter,
     field_validator,
     model_validator,
 )
@@ -273,8 +275,36 @@ class PairStatus(BaseModel):
     decision: Decision | None = None
 
 
+WaitingReason = Literal["models", "questions", "in_flight", "budget", "decisions"]
+
+
+class Waiting(BaseModel):
+    """Why ``next`` hands out no trials (to the run, or to ``models``) now.
+
+    ``reason``: ``models`` (too few models have reported to compare any:
+    report each once, declare the run's models, or ask ``next`` for a
+    model by name), ``questions`` (the room left is on questions the run
+    has not seen, which a plan cannot name), ``in_flight`` (every trial
+    left below the cap is reserved by earlier plans, until they are
+    reported or the first lease expires at ``until``, seconds since the
+    epoch), ``budget`` (the models on open boundaries have used
+    ``max_trials_per_question``) or ``decisions`` (the stopping rule asks
+    no model for trials while some order is open). ``message`` says it in
+    a sentence; ``models`` names the models concerned.
+    """
+
+    reason: WaitingReason
+    message: str
+    models: list[str] = Field(default_factory=list)
+    until: float | None = None
+
+
 class Status(BaseModel):
-    """A run's status: what the CLI prints, HTTP serves and MQTT publishes."""
+    """A run's status: what the CLI prints, HTTP serves and MQTT publishes.
+
+    ``waiting_for`` is empty while ``next`` hands out trials to every model
+    that needs them, and when the run is stable; otherwise it says why not.
+    """
 
     run: str
     rule: RuleName
@@ -297,6 +327,7 @@ class Status(BaseModel):
     models: list[ModelStatus]
     pairs: list[PairStatus]
     decisions: list[Decision] = Field(default_factory=list)
+    waiting_for: list[Waiting] = Field(default_factory=list)
 
 
 class NextItem(BaseModel):
@@ -313,6 +344,65 @@ class NextItem(BaseModel):
     trials: int
     lease: str | None = None
     expires: float | None = None
+
+
+class Plan(list[NextItem]):
+    """What ``next`` answers: its reservations (a list), and why not more.
+
+    When the plan holds fewer trials than asked for, ``waiting_for`` is the
+    run's :attr:`Status.waiting_for` after it (for a plan of one model, the
+    reasons naming it), saying why not more; ``stable`` whether the run is
+    stable (then no trials are needed at all).
+    """
+
+    def __init__(
+        self,
+        items: Iterable[NextItem] = (),
+        waiting_for: Iterable[Waiting] = (),
+        *,
+        stable: bool = False,
+    ) -> None:
+        super().__init__(items)
+        self.waiting_for = list(waiting_for)
+        self.stable = stable
+
+    def why_empty(self) -> str:
+        """Why the plan holds no more trials, in sentences (empty if unknown)."""
+        if self.stable:
+            return "the run is stable: no trials needed"
+        return " ".join(item.message for item in self.waiting_for)
+
+
+# The HTTP answer of ``next`` is the list of reservations; why not more goes
+# in these headers (JSON), each model list cut to its first HEADER_MODELS.
+WAITING_HEADER: Final = "Scorio-Waiting-For"
+STABLE_HEADER: Final = "Scorio-Stable"
+HEADER_MODELS: Final = 20
+_WAITING_LIST = TypeAdapter(list[Waiting])
+
+
+def plan_headers(items: list[NextItem]) -> dict[str, str]:
+    """The headers that carry a :class:`Plan`'s ``waiting_for`` and ``stable``."""
+    if not isinstance(items, Plan):
+        return {}
+    waiting = [
+        item.model_copy(update={"models": item.models[:HEADER_MODELS]})
+        for item in items.waiting_for
+    ]
+    return {
+        WAITING_HEADER: _WAITING_LIST.dump_json(waiting).decode("ascii"),
+        STABLE_HEADER: "true" if items.stable else "false",
+    }
+
+
+def plan_from(items: list[NextItem], headers: Mapping[str, str]) -> Plan:
+    """The :class:`Plan` an HTTP answer of ``next`` carries (headers optional)."""
+    waiting = headers.get(WAITING_HEADER)
+    return Plan(
+        items,
+        [] if waiting is None else _WAITING_LIST.validate_json(waiting),
+        stable=headers.get(STABLE_HEADER) == "true",
+    )
 
 
 RejectionKind = Literal[

@@ -55,7 +55,7 @@ from adapters.harness.transports import (
 )
 from monitor.errors import MonitorError
 from monitor.limits import DEFAULT_LEASE_S, MAX_LEASE_S
-from monitor.schema import NextItem, RunConfig, Status, TrialEvent
+from monitor.schema import NextItem, Plan, RunConfig, Status, TrialEvent
 
 log = logging.getLogger(__name__)
 Result = TypeVar("Result")
@@ -332,7 +332,7 @@ class AsyncMonitorClient:
         *,
         lease_s: float = DEFAULT_LEASE_S,
         model: str | None = None,
-    ) -> list[NextItem]:
+    ) -> Plan:
         """Reserve ``budget`` trials: which (model, question, trials) to run next.
 
         Each item is a reservation with its ``lease`` and ``expires``: until
@@ -340,7 +340,7 @@ class AsyncMonitorClient:
         seconds), every later plan counts them as in flight, so two
         schedulers asking at once never get the same room. ``lease_s=0``
         only looks ahead (it reserves nothing); ``model`` plans for that
-        model alone.
+        model alone. A plan short of ``budget`` says why in ``waiting_for``.
 
         Raises:
             ValueError: for a negative budget, or a lease outside 0 to
@@ -354,10 +354,13 @@ class AsyncMonitorClient:
                 f"budget must be >= 0 and lease_s from 0 to {MAX_LEASE_S:g}; "
                 f"got {budget} and {lease_s}"
             )
-        return await self._retrying(
+        items = await self._retrying(
             f"planning run {run!r}",
             functools.partial(self._transport.next, run, budget, lease_s, model),
         )
+        # A plan says why it holds no more (waiting_for); an older monitor's
+        # answer is a plan without reasons.
+        return items if isinstance(items, Plan) else Plan(items)
 
     async def release(self, run: str, items: Iterable[NextItem]) -> int:
         """Give back reserved trials that will not run; how many were given back.

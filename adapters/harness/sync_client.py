@@ -14,7 +14,7 @@ from adapters.harness.client import AsyncMonitorClient, Lifecycle
 from adapters.harness.retry import Retry
 from adapters.harness.transports import Transport
 from monitor.limits import DEFAULT_LEASE_S
-from monitor.schema import NextItem, RunConfig, Status, TrialEvent
+from monitor.schema import NextItem, Plan, RunConfig, Status, TrialEvent
 
 Result = TypeVar("Result")
 
@@ -160,7 +160,7 @@ class MonitorClient:
         *,
         lease_s: float = DEFAULT_LEASE_S,
         model: str | None = None,
-    ) -> list[NextItem]:
+    ) -> Plan:
         """Reserve trials to run next (see :meth:`AsyncMonitorClient.next`)."""
         return self._run(self._client.next(run, budget, lease_s=lease_s, model=model))
 

@@ -15,6 +15,7 @@ from monitor.cli.compare_tables import print_comparison
 from monitor.cli.tables import output_format, rows_csv, status_rows, statuses_markdown
 from monitor.cli.terminal import status_view, terminal
 from monitor.engine.monitor import Monitor
+from monitor.schema import Plan
 from monitor.stores.sqlite import SqliteStore
 
 
@@ -64,6 +65,9 @@ def run_next(arguments: argparse.Namespace) -> int:
         for item in items:
             lease = "" if item.lease is None else f"\t{item.lease}\t{item.expires}"
             print(f"{item.model}\t{item.question}\t{item.trials}{lease}")
-        if not items:
-            print("scorio-monitor: no trials needed", file=sys.stderr)
+    if isinstance(items, Plan) and (items.stable or items.waiting_for):
+        # Why the plan holds no (more) trials, beside any output format.
+        print(f"scorio-monitor: {items.why_empty()}", file=sys.stderr)
+    elif not items:
+        print("scorio-monitor: no trials planned", file=sys.stderr)
     return 0

@@ -163,6 +163,10 @@ def status_view(status: Status, events: Sequence[StoredEvent] = ()) -> Group:
             for pair in open_pairs
         ]
         parts.append(Text("unresolved pairs:\n" + "\n".join(lines)))
+    if status.waiting_for:
+        # Why next hands out no trials now (Liveness: never a bare nothing).
+        reasons = [f"  {item.reason}: {item.message}" for item in status.waiting_for]
+        parts.append(Text("waiting for:\n" + "\n".join(reasons)))
     if events:
         parts.append(
             Text(

@@ -31,7 +31,7 @@ from monitor.engine.status import Statuses
 from monitor.inputs.decode import Decoded as Wire
 from monitor.interfaces import Store
 from monitor.limits import DEFAULT_LEASE_S, MAX_UNDECLARED_RUNS
-from monitor.schema import NextItem, RunConfig, Status
+from monitor.schema import NextItem, Plan, RunConfig, Status
 from monitor.stores.factory import open_store
 from monitor.stores.history import HistoryPoint
 from monitor.stores.records import IngestReport, StoredEvent
@@ -93,8 +93,10 @@ class Monitor:
         self._ingestion = Ingestion(
             self._store, self._registry, self._looks, clock, stored.cursors
         )
-        self._statuses = Statuses(self._store, self._registry, self._looks)
         self._planner = Planner(self._registry, self._looks, clock)
+        self._statuses = Statuses(
+            self._store, self._registry, self._looks, self._planner.waiting_for
+        )
         self._closed = False
 
     # -- lifecycle ---------------------------------------------------------
@@ -246,7 +248,7 @@ class Monitor:
         *,
         lease_s: float = DEFAULT_LEASE_S,
         model: str | None = None,
-    ) -> list[NextItem]:
+    ) -> Plan:
         """Reserve ``budget`` trials: which (model, question, trials) to run next.
 
         The plan is a lease (every item carries its ``lease`` id and
@@ -255,7 +257,18 @@ class Monitor:
         reported (release goes by counts, oldest lease first) or the lease
         expires after ``lease_s`` seconds. ``lease_s=0`` plans without
         reserving (a look ahead; in-flight trials still count). ``model``
-        plans for that model only (a scheduler that runs one model).
+        plans for that model only (a scheduler that runs one model); a
+        model asked for by name gets trials also before it is placed
+        (before its first trial, or while too few models have reported to
+        compare any), so every trial can run on a reservation.
+
+        A reported trial settles a reservation of its own model: of its
+        (model, question) first, else of the model's other questions, so a
+        scheduler that runs its own choice of questions never starves.
+
+        The answer is a list of reservations with ``waiting_for`` (why some
+        model that needs trials gets none: the status's field of that
+        name) and ``stable`` attributes; ``why_empty()`` says it in words.
 
         Raises:
             ValueError: for a negative budget or lease.

@@ -13,7 +13,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Final, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -31,6 +31,12 @@ from scorio_core import CountStorage, CountTable
 from scorio_core.posterior import clipped_interval, z_value
 from scorio_core.question_index import QuestionIndex
 from scorio_core.stopping import StoppingRule
+
+# How far (either way) a model's cost per trial may be from the models'
+# geometric mean when it sets trial shares: a million times costlier still
+# gets a thousandth of the trials, and a reported 1e308 s cannot push a
+# share to 0.
+COST_RATIO_LIMIT: Final = 1e6
 
 
 @dataclass(slots=True)
@@ -396,9 +402,13 @@ class RunState:
 
         For two models resolving a pair, ``n_a / n_b = sqrt(c_b / c_a)``
         reaches a given precision at least cost (with equal per-trial
-        variances). Models without a reported cost count at the mean cost;
-        seconds and tokens are never mixed (seconds win when any model has
-        them).
+        variances). Seconds and tokens are never mixed (seconds win when
+        any model has them). Costs are taken relative to the geometric
+        mean of the models' finite costs and clamped to within
+        ``COST_RATIO_LIMIT`` of it either way, so every share is a positive
+        finite number whatever was reported (a cost that overflowed to
+        infinity counts as the costliest allowed); models without a
+        reported cost count at the mean.
         """
         seconds = {
             m: c.seconds / c.trials
@@ -411,10 +421,19 @@ class RunState:
             if c.trials and c.tokens > 0
         }
         known = seconds or tokens
-        if not known:
+        finite = [cost for cost in known.values() if math.isfinite(cost) and cost > 0]
+        if not finite:
             return None
-        mean = sum(known.values()) / len(known)
-        return {model: 1.0 / math.sqrt(known.get(model, mean)) for model in models}
+        reference = math.exp(math.fsum(map(math.log, finite)) / len(finite))
+        shares = {}
+        for model in models:
+            cost = known.get(model)
+            ratio = 1.0 if cost is None else cost / reference
+            if not ratio <= COST_RATIO_LIMIT:  # also inf and nan
+                ratio = COST_RATIO_LIMIT
+            ratio = max(ratio, 1.0 / COST_RATIO_LIMIT)
+            shares[model] = 1.0 / math.sqrt(ratio)
+        return shares
 
     def least_sampled(self, model: str) -> int:
         """Fewest observed trials on any of the run's ``M`` questions."""

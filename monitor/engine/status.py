@@ -9,6 +9,8 @@ decision and memoised by pair state between statuses.
 from __future__ import annotations
 
 import math
+import sys
+from collections.abc import Callable
 
 from monitor.decisions.decide import RunDecision, SettledPair, forecast_trials
 from monitor.engine.live_metrics import AVG, model_metrics
@@ -17,7 +19,7 @@ from monitor.engine.registry import Registry
 from monitor.engine.runs import RunState
 from monitor.interfaces import Store
 from monitor.limits import FORECAST_MEMO_SIZE
-from monitor.schema import Decision, ModelStatus, PairStatus, Status
+from monitor.schema import Decision, ModelStatus, PairStatus, Status, Waiting
 
 
 class Statuses:
@@ -27,9 +29,18 @@ class Statuses:
         store: Where the run's totals are read.
         registry: The runs' live state.
         looks: The runs' current decisions.
+        waiting_for: Why ``next`` gives a run's models no trials, given its
+            decision (the planner's answer).
     """
 
-    def __init__(self, store: Store, registry: Registry, looks: Looks) -> None:
+    def __init__(
+        self,
+        store: Store,
+        registry: Registry,
+        looks: Looks,
+        waiting_for: Callable[[str, RunDecision], list[Waiting]],
+    ) -> None:
+        self._waiting_for = waiting_for
         self._store = store
         self._registry = registry
         self._looks = looks
@@ -70,7 +81,11 @@ class Statuses:
                     predicted_trials=model_forecasts.get(name),
                     budget_exhausted=name in decision.exhausted,
                     cost_tokens=cost.tokens if cost is not None else 0,
-                    cost_seconds=cost.seconds if cost is not None else 0.0,
+                    # A sum past the largest float (1e308 s reported twice)
+                    # shows as that float: JSON has no infinity.
+                    cost_seconds=min(cost.seconds, sys.float_info.max)
+                    if cost is not None
+                    else 0.0,
                     metrics=live,
                 )
             )
@@ -107,6 +122,7 @@ class Statuses:
             models=models,
             pairs=pairs,
             decisions=[_decision(d) for d in decision.settled.decisions],
+            waiting_for=self._waiting_for(run, decision),
         )
 
     def _forecast(

@@ -71,7 +71,7 @@ from monitor.limits import (
     UNKNOWN_RUN_CLIENTS,
     UNKNOWN_RUN_ROW_BYTES,
 )
-from monitor.schema import NextItem, RunConfig, Status
+from monitor.schema import NextItem, RunConfig, Status, plan_headers
 from monitor.service.rejections import RecentRejection
 from monitor.service.service import Service
 from monitor.stores.records import IngestReport, StoredEvent
@@ -240,7 +240,11 @@ def create_app(
         items = await _service(request).next(run, ask.budget, ask.lease_s, ask.model)
         # Serialised in one pydantic-core call: FastAPI's per-item path holds
         # the event loop (and every other request) for tens of ms.
-        return Response(_NEXT_ITEMS.dump_json(items), media_type="application/json")
+        return Response(
+            _NEXT_ITEMS.dump_json(items),
+            media_type="application/json",
+            headers=plan_headers(items),
+        )
 
     @app.get("/runs/{run}/next", response_model=list[NextItem])
     async def preview(
@@ -259,7 +263,11 @@ def create_app(
                 {"Allow": "GET, POST"},
             )
         items = await _service(request).next(run, budget, 0.0, model)
-        return Response(_NEXT_ITEMS.dump_json(items), media_type="application/json")
+        return Response(
+            _NEXT_ITEMS.dump_json(items),
+            media_type="application/json",
+            headers=plan_headers(items),
+        )
 
     @app.post("/runs/{run}/release", dependencies=writer)
     async def release(

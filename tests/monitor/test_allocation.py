@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import heapq
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from adapters.harness import AsyncMonitorClient, HttpTransport
 from monitor import Monitor, RunConfig
+from monitor.config import HttpSettings
 from monitor.decisions.allocation import plan
+from monitor.http.app import create_app
+from monitor.service.service import Service
+from tests.helpers import serving
 
 
 def test_least_sampled_questions_come_first_and_the_cap_holds() -> None:
@@ -172,3 +178,45 @@ def test_a_large_plan_equals_the_loop() -> None:
         items = plan(models, trials, 1000, cap, shares)
         expected = loop_plan(models, trials, 1000, cap, shares)
         assert [(i.model, i.question, i.trials) for i in items] == expected
+
+
+@pytest.mark.parametrize(
+    "costs",
+    [
+        {"a": 1e308, "b": 1e308},  # the sums overflow to infinity
+        {"a": 1e308, "b": 1.0},
+        {"a": 5e-324, "b": 1e308},
+    ],
+)
+def test_huge_or_tiny_costs_never_stop_allocation(
+    tmp_path: Path, costs: dict[str, float]
+) -> None:
+    state = tmp_path / "state.db"
+    config = RunConfig(run="r", question_count=10, max_trials_per_question=50)
+    with Monitor(state) as monitor:
+        monitor.configure(config)
+        for model, seconds in costs.items():
+            # Two costed trials each: 2 x 1e308 s is more than a float holds.
+            feed(monitor, model, 0.5, 2, seconds=seconds)
+        first = monitor.next("r", 40, lease_s=0)
+    # A restart rebuilds the costs from the store: still a plan.
+    with Monitor(state) as monitor:
+        again = monitor.next("r", 40, lease_s=0)
+    for items in (first, again):
+        given = {m: sum(i.trials for i in items if i.model == m) for m in costs}
+        assert sum(given.values()) == 40
+        assert all(count > 0 for count in given.values()), given
+
+
+async def test_huge_costs_never_fail_next_over_http() -> None:
+    monitor = Monitor()
+    monitor.configure(RunConfig(run="r", question_count=10))
+    for model in ("a", "b"):
+        feed(monitor, model, 0.5, 2, seconds=1e308)
+    async with Service(monitor) as service:
+        app = create_app(service, HttpSettings())
+        async with serving(app) as base, AsyncMonitorClient(HttpTransport(base)) as c:
+            items = await c.next("r", 10)
+            status = await c.status("r")
+    assert sum(item.trials for item in items) == 10
+    assert {row.model for row in status.models} == {"a", "b"}

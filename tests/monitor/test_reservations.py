@@ -200,13 +200,66 @@ def test_reports_release_the_oldest_lease_first_among_many_cells() -> None:
     assert monitor.in_flight("r") == both
 
     (model, question), held = next(iter(first.items()))
+    assert both[(model, question)] == held  # one trial more than reserved
     report(monitor, model, question, range(held + 1))
     monitor.next("r", 0)  # a plan settles, like in_flight does
-    after = dict(both)
-    after[(model, question)] -= held + 1
-    assert monitor.in_flight("r") == {k: n for k, n in after.items() if n > 0}
+    after = monitor.in_flight("r")
+    # The cell's reservation is released, and the trial beyond it releases
+    # one of the same model's elsewhere (the oldest lease's first cell).
+    (_, lent_question), _ = next(
+        (key, n)
+        for key, n in first.items()
+        if key[0] == model and key != (model, question)
+    )
+    expected = dict(both)
+    del expected[(model, question)]
+    expected[(model, lent_question)] -= 1
+    assert after == {k: n for k, n in expected.items() if n > 0}
+    # Every other model's and cell's reservations stay as they were.
+    assert all(after[k] == n for k, n in both.items() if k[0] != model)
 
     clock.now += 20.0  # the second lease expires: what the first holds is left
     left = dict(first)
-    left[(model, question)] -= min(held + 1, first[(model, question)])
+    del left[(model, question)]
+    left[(model, lent_question)] -= 1
     assert monitor.in_flight("r") == {k: n for k, n in left.items() if n > 0}
+
+
+def test_a_report_elsewhere_settles_a_reservation_of_its_model() -> None:
+    clock = Clock()
+    monitor = declared(clock, cap=2)
+    plan = monitor.next("r", 2, model="a")
+    assert per_key(plan) == {("a", "q0"): 1, ("a", "q1"): 1}
+    monitor.next("r", 1, model="b")
+
+    # Two trials of a, both on q1: q1's own reservation, then q0's.
+    report(monitor, "a", "q1", range(2))
+
+    assert monitor.in_flight("r") == {("b", "q0"): 1}
+    # a holds nothing now: a scheduler that runs its own questions is not
+    # starved by q0's lent trial, its room below the cap is planned again.
+    again = monitor.next("r", 5, model="a")
+    assert per_key(again) == {("a", "q0"): 2}
+    report(monitor, "a", "q0", range(2, 4))
+    assert monitor.next("r", 5, model="a") == []
+    assert monitor.in_flight("r") == {("b", "q0"): 1}
+
+
+def test_lent_room_waits_while_its_model_holds_other_trials() -> None:
+    clock = Clock()
+    monitor = declared(clock, cap=2)
+    assert per_key(monitor.next("r", 4, model="a")) == {
+        ("a", "q0"): 2,
+        ("a", "q1"): 2,
+    }
+    # Three trials of a on q0: q0's two, then one of q1's (lent: it may run).
+    report(monitor, "a", "q0", range(3))
+    assert monitor.in_flight("r") == {("a", "q1"): 1}
+
+    plan = monitor.next("r", 5, model="a")
+
+    # a still holds a q1 trial, so q1's lent room is not handed out again.
+    assert plan == []
+    (waiting,) = plan.waiting_for
+    assert waiting.reason == "in_flight" and waiting.models == ["a"]
+    assert waiting.until == clock.now + 600.0

@@ -23,7 +23,7 @@ from adapters.harness.transports.base import (
     encode,
 )
 from monitor.errors import ConfigError, UnknownRunError
-from monitor.schema import NextItem, RunConfig, Status, TrialEvent
+from monitor.schema import NextItem, RunConfig, Status, TrialEvent, plan_from
 
 log = logging.getLogger(__name__)
 Result = TypeVar("Result")
@@ -103,7 +103,10 @@ class HttpTransport:
         response = await self._request(
             "POST", f"{_run_path(run)}/next", run, content=json.dumps(ask).encode()
         )
-        return _parsed(_NEXT_ITEMS.validate_json, response)
+        items = _parsed(_NEXT_ITEMS.validate_json, response)
+        # Why not more (waiting_for, stable) rides in headers; a monitor
+        # that sends none gives a plan without reasons.
+        return _parsed(lambda _: plan_from(items, response.headers), response)
 
     async def declare(self, config: RunConfig) -> RunConfig:
         response = await self._request(
