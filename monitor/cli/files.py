@@ -28,7 +28,6 @@ from monitor.cli.common import (
     print_statuses,
     url_token,
 )
-from monitor.cli.remote import ingest_to_url
 from monitor.cli.terminal import scoreboard_table, status_view, terminal
 from monitor.config import (
     load_run_configs,
@@ -172,6 +171,9 @@ def _ingest_to_url(path: Path, arguments: argparse.Namespace) -> int:
     """``ingest --url``: the same readers, into a running service."""
     if arguments.state is not None:
         raise ValueError("--url sends to a service; it keeps no --state")
+    # Only here: the harness client is the [client] extra.
+    from monitor.cli.remote import ingest_to_url
+
     if arguments.format == "lm-eval":
         reader = _lm_eval_reader(path, arguments)
         if arguments.follow:

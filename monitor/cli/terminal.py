@@ -249,3 +249,16 @@ def simulation_view(result: SimulationResult) -> Group:
         f"{result.false_claims}"
     )
     return Group(table, summary)
+
+
+class NoLive:
+    """Stands in for rich's Live when output is not a terminal."""
+
+    def __enter__(self) -> NoLive:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, renderable: object, refresh: bool = False) -> None:
+        return None
