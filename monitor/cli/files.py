@@ -26,6 +26,7 @@ from monitor.cli.common import (
     check_input,
     is_npz,
     print_statuses,
+    state_next_to,
     url_token,
 )
 from monitor.cli.terminal import scoreboard_table, status_view, terminal
@@ -215,10 +216,8 @@ def _check_ingest_options(arguments: argparse.Namespace) -> None:
 
 
 def _ingest_state(path: Path) -> Path:
-    absolute = path.resolve()
-    if absolute.is_dir():
-        return absolute.with_name(absolute.name + ".monitor.db")
-    return absolute.with_name(absolute.stem + ".monitor.db")
+    # A file or an lm-eval output directory alike: from its whole name.
+    return state_next_to(path.resolve())
 
 
 def _row_batches(path: Path, arguments: argparse.Namespace) -> Iterator[ItemBatch]:

@@ -21,6 +21,7 @@ from monitor.cli.common import (
     check_input,
     listening_socket,
     print_statuses,
+    state_next_to,
     url_token,
 )
 from monitor.cli.terminal import NoLive, status_view, terminal
@@ -36,9 +37,11 @@ def run_watch(arguments: argparse.Namespace) -> int:
         check_input(path, "lines", "watch")
     if arguments.url is not None:
         return _watch_to_url(path, arguments)
-    state = arguments.state or (
-        DEFAULT_STATE if path is None else path.with_name(path.stem + ".monitor.db")
-    )
+    if path is not None and not arguments.follow and path.stat().st_size == 0:
+        # Said before a state file is made for it.
+        print(f"scorio-monitor: no trial events read: {path} is empty", file=sys.stderr)
+        return 1
+    state = arguments.state or (DEFAULT_STATE if path is None else state_next_to(path))
     # A bad config, a missing [http] extra or a busy port fails before the
     # state file is created.
     configs = load_run_configs(arguments.config) if arguments.config else []
@@ -128,7 +131,20 @@ def run_watch(arguments: argparse.Namespace) -> int:
                 draw()
         printer.summarise()
         _print_final(monitor, arguments.json, live, console, events)
-    if totals.items and totals.valid == 0:
+    where = "stdin" if path is None else str(path)
+    if totals.items == 0 and resume is not None:
+        print(
+            f"scorio-monitor: no new lines in {where} since the last watch "
+            f"(state: {state})",
+            file=sys.stderr,
+        )
+    elif totals.items == 0:
+        print(
+            f"scorio-monitor: no trial events read: {where} is empty",
+            file=sys.stderr,
+        )
+        return 1
+    elif totals.valid == 0:
         print("scorio-monitor: no valid trial events read", file=sys.stderr)
         return 1
     return 0
