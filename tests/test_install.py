@@ -129,7 +129,7 @@ def test_the_quick_start_runs_on_the_base_install(base: Path, example: Path) -> 
         cwd=example,
     )
     assert watched.returncode == 0, watched.stderr
-    assert "aime25" in watched.stdout and "qwen3-8b" in watched.stdout
+    assert "6,600 trials" in watched.stdout and "llm11" in watched.stdout
     state = example / "aime25.jsonl.monitor.db"
     status = run(base / "scorio-monitor", "status", "--state", state, "--json")
     assert status.returncode == 0, status.stderr
