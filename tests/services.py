@@ -10,6 +10,7 @@ fixtures), so ``-m "not services"`` runs without any of them.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import socket
@@ -91,6 +92,15 @@ def missing_binary(message: str) -> NoReturn:
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(f"{message}; not CI, so skipped (CI=true fails here)")
+
+
+def require_libraries(*names: str) -> None:
+    """Skip (fail under ``CI``) unless every library is importable here."""
+    missing = [name for name in names if importlib.util.find_spec(name) is None]
+    if missing:
+        missing_binary(
+            f"{', '.join(missing)} is not installed (pip install -e '.[test]')"
+        )
 
 
 def wait_for_port(
