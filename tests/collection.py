@@ -14,7 +14,10 @@ from __future__ import annotations
 import ast
 import functools
 import importlib.util
+import inspect
 import sys
+import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,3 +89,17 @@ def _own_files(name: str) -> list[Path]:
             if candidate.is_file():
                 files.append(candidate)
     return files
+
+
+def called_names(function: Callable[..., object]) -> frozenset[str]:
+    """The plain names a function's body calls, e.g. ``redis_server``."""
+    try:
+        source = inspect.getsource(function)
+    except (OSError, TypeError):
+        return frozenset()
+    tree = ast.parse(textwrap.dedent(source))
+    return frozenset(
+        node.func.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    )

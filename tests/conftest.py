@@ -19,7 +19,7 @@ import pytest
 from hypothesis import settings
 
 from tests import services
-from tests.collection import missing_libraries
+from tests.collection import called_names, missing_libraries
 from tests.services import (
     MosquittoBroker,
     RedisClusterNodes,
@@ -47,6 +47,19 @@ SERVICE_FIXTURES = frozenset(
         "stack",
     }
 )
+# Functions that start one (tests/services.py, tests/deploy/deployment.py):
+# a test calling one in its own body is marked ``services`` too.
+SERVICE_STARTERS = frozenset(
+    {
+        "redis_server",
+        "redis_cluster",
+        "mosquitto_broker",
+        "deploy_broker",
+        "deploy_redis",
+        "prometheus_server",
+        "require_binary",
+    }
+)
 # Fixtures that build the package and install it into a fresh venv.
 INSTALL_FIXTURES = frozenset({"wheel", "base", "image_venv"})
 
@@ -62,7 +75,10 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
-        if used & SERVICE_FIXTURES:
+        if used & SERVICE_FIXTURES or (
+            isinstance(item, pytest.Function)
+            and called_names(item.function) & SERVICE_STARTERS
+        ):
             item.add_marker(pytest.mark.services)
         if used & INSTALL_FIXTURES:
             item.add_marker(pytest.mark.install)

@@ -168,7 +168,6 @@ def test_the_compose_health_check_of_the_broker_passes(broker: int) -> None:
 # -- redis -----------------------------------------------------------------------
 
 
-@pytest.mark.services
 def test_redis_wants_the_password_and_keeps_every_acknowledged_write(
     tmp_path: Path,
 ) -> None:
