@@ -58,6 +58,9 @@ SERVICE_STARTERS = frozenset(
         "deploy_redis",
         "prometheus_server",
         "require_binary",
+        # tests/monitor/test_dashboard.py: a headless Chromium of the test's own.
+        "chromium",
+        "require_browser",
     }
 )
 # Fixtures that build the package and install it into a fresh venv.
