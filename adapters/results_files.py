@@ -24,6 +24,7 @@ import numpy as np
 from monitor.engine.scoring import ResultsMatrix
 from monitor.feeds.files import CategoryMap, Item, Located
 from monitor.inputs.decode import decode_object
+from monitor.inputs.reasons import json_reason
 from monitor.schema import Rejection, TrialEvent
 
 RowFormat: TypeAlias = Literal["csv", "jsonl"]
@@ -155,7 +156,8 @@ def _numbered_rows(
             try:
                 value = json.loads(text)
             except json.JSONDecodeError as exc:
-                reason = f"invalid JSON: {exc.msg} at column {exc.colno}"
+                # In the decoder's words, its column counted on the line as read.
+                reason = f"invalid JSON: {json_reason(exc, text.encode())}"
                 yield line, RowError(line, reason)
                 continue
             for record in value if isinstance(value, list) else [value]:

@@ -53,7 +53,7 @@ def main() -> None:
         shutil.copy(ROOT / "examples" / "aime25.jsonl", stream)
         config = str(ROOT / "examples" / "aime25.toml")
         wall_times(["watch", str(stream), "--config", config], 1, workdir)
-        state = str(workdir / "aime25.monitor.db")
+        state = str(workdir / "aime25.jsonl.monitor.db")
         cases = {
             "help": ["--help"],
             "version": ["--version"],

@@ -16,7 +16,8 @@ python=${PYTHON:-python3}
 
 "$python" -m venv "$venv"
 # A regular (not editable) install: the image keeps the installed package,
-# not the source tree.
-"$venv/bin/python" -m pip install "$source"
+# not the source tree. [service]: the HTTP API, Redis, MQTT and webhooks that
+# `serve` may be configured with.
+"$venv/bin/python" -m pip install "$source[service]"
 # Fail the build, not the first start, if the entry point is broken.
 "$venv/bin/scorio-monitor" --help > /dev/null

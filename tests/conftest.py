@@ -1,13 +1,25 @@
-"""Test-wide settings: hypothesis profiles (derandomized under CI)."""
+"""Test-wide settings: hypothesis profiles (derandomized under CI), the
+``services`` and ``install`` markers, and collection with a partial install.
+
+``pytest -m "not services"`` runs everything that needs no redis-server,
+mosquitto, Prometheus or Chromium: a test is marked ``services`` here when
+it uses one of :data:`SERVICE_FIXTURES`, or by hand when it starts a binary
+itself; :func:`tests.services.require_binary` fails a test that starts one
+unmarked, so the split cannot drift. ``install`` marks the tests that build
+and install the package into a fresh environment.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
+from tests import services
+from tests.collection import called_names, missing_libraries
 from tests.services import (
     MosquittoBroker,
     RedisClusterNodes,
@@ -20,6 +32,101 @@ from tests.services import (
 settings.register_profile("ci", derandomize=True, deadline=None, max_examples=100)
 settings.register_profile("dev", deadline=None, max_examples=60)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+# Fixtures that start a server or a browser: a test using one (directly or
+# through another fixture) is marked ``services``.
+SERVICE_FIXTURES = frozenset(
+    {
+        "redis",
+        "mosquitto",
+        "redis_cluster_nodes",
+        # tests/monitor/test_dashboard.py: headless Chromium.
+        "browser",
+        # tests/deploy: the deploy broker, and the whole compose stack.
+        "broker",
+        "stack",
+    }
+)
+# Functions that start one (tests/services.py, tests/deploy/deployment.py):
+# a test calling one in its own body is marked ``services`` too.
+SERVICE_STARTERS = frozenset(
+    {
+        "redis_server",
+        "redis_cluster",
+        "mosquitto_broker",
+        "deploy_broker",
+        "deploy_redis",
+        "prometheus_server",
+        "require_binary",
+        # tests/monitor/test_dashboard.py: a headless Chromium of the test's own.
+        "chromium",
+        "require_browser",
+    }
+)
+# Fixtures that build the package and install it into a fresh venv.
+INSTALL_FIXTURES = frozenset({"wheel", "base", "image_venv"})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not os.environ.get("CI"):
+        # A package module importing a library this install lacks: its
+        # doctests skip (pytest's --doctest-ignore-import-errors), as test
+        # modules do below. Under CI they fail.
+        config.option.doctest_ignore_import_errors = True
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        if used & SERVICE_FIXTURES or (
+            isinstance(item, pytest.Function)
+            and called_names(item.function) & SERVICE_STARTERS
+        ):
+            item.add_marker(pytest.mark.services)
+        if used & INSTALL_FIXTURES:
+            item.add_marker(pytest.mark.install)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Before any fixture starts: require_binary asks which test is running.
+    services.running.test = item
+
+
+def pytest_pycollect_makemodule(
+    module_path: Path, parent: pytest.Collector
+) -> pytest.Collector | None:
+    """A module that needs a library this install lacks: one skipped test.
+
+    Under ``CI`` the module is collected as usual, so its import fails.
+    """
+    if os.environ.get("CI"):
+        return None
+    missing = missing_libraries(module_path)
+    if not missing:
+        return None
+    return MissingLibraries.from_parent(parent, path=module_path, missing=missing)
+
+
+class MissingLibraries(pytest.File):
+    """A test module standing for one test that skips, naming what is missing."""
+
+    def __init__(self, *, missing: list[str], **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.missing = missing
+
+    def collect(self) -> Iterator[pytest.Item]:
+        yield SkippedForLibraries.from_parent(self, name=self.path.name)
+
+
+class SkippedForLibraries(pytest.Item):
+    def runtest(self) -> None:
+        assert isinstance(self.parent, MissingLibraries)
+        pytest.skip(
+            f"needs {', '.join(self.parent.missing)}, not installed here "
+            "(pip install -e '.[test]' installs every test dependency; "
+            "with CI=true this fails instead)"
+        )
 
 
 @pytest.fixture(scope="session")

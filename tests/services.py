@@ -3,11 +3,14 @@
 Each server runs from the session's temp directory with persistence off
 unless a test asks for it, answers before the fixture returns, and is
 stopped (and waited for) on teardown. A missing binary skips the test on a
-developer machine but fails it when ``CI`` is set.
+developer machine but fails it when ``CI`` is set. A test that starts one
+must be marked ``services`` (tests/conftest.py marks those using its
+fixtures), so ``-m "not services"`` runs without any of them.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import socket
@@ -44,8 +47,29 @@ def free_cluster_port() -> int:
     raise RuntimeError("no free port pair for a cluster node")
 
 
+@dataclass
+class Running:
+    """The test being set up or run (tests/conftest.py sets it first)."""
+
+    test: pytest.Item | None = None
+
+
+running = Running()
+
+
 def require_binary(name: str, package: str | None = None) -> str:
-    """The binary's path; when missing, :func:`missing_binary` (names its package)."""
+    """The binary's path; when missing, :func:`missing_binary` (names its package).
+
+    Fails a test not marked ``services``: ``-m "not services"`` promises
+    to start no server or browser.
+    """
+    test = running.test
+    if test is not None and test.get_closest_marker("services") is None:
+        pytest.fail(
+            f"{test.nodeid} starts {name} but is not marked services: use a "
+            "fixture of SERVICE_FIXTURES (tests/conftest.py) or "
+            "@pytest.mark.services"
+        )
     path = shutil.which(name) or next(
         (
             candidate
@@ -68,6 +92,15 @@ def missing_binary(message: str) -> NoReturn:
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(f"{message}; not CI, so skipped (CI=true fails here)")
+
+
+def require_libraries(*names: str) -> None:
+    """Skip (fail under ``CI``) unless every library is importable here."""
+    missing = [name for name in names if importlib.util.find_spec(name) is None]
+    if missing:
+        missing_binary(
+            f"{', '.join(missing)} is not installed (pip install -e '.[test]')"
+        )
 
 
 def wait_for_port(

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tomllib
+from importlib import metadata
 from pathlib import Path
+
+from monitor.cli.extras import EXTRA_OF_LIBRARY
+from tests.services import missing_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,3 +46,43 @@ def test_the_readme_names_the_top_level_packages_the_wheel_installs() -> None:
         "and `adapters`" in readme
     )
     assert "AdapterHub" in readme and "own virtual environment" in readme
+
+
+def test_each_optional_library_is_named_with_the_extra_that_installs_it() -> None:
+    """monitor/cli/extras.py names, for each library, the extra in pyproject."""
+    with (ROOT / "pyproject.toml").open("rb") as handle:
+        extras = tomllib.load(handle)["project"]["optional-dependencies"]
+    distributions = metadata.packages_distributions()
+
+    def normal(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    def names(requirements: list[str]) -> set[str]:
+        return {
+            normal(re.split(r"[\s<>=!~\[;]", requirement, maxsplit=1)[0])
+            for requirement in requirements
+        }
+
+    for library in EXTRA_OF_LIBRARY:
+        if library not in distributions:
+            missing_binary(f"{library} is not installed (pip install -e '.[test]')")
+    for library, extra in EXTRA_OF_LIBRARY.items():
+        if library == "starlette":  # FastAPI's own dependency
+            assert "fastapi" in names(extras[extra])
+            continue
+        [distribution] = {normal(d) for d in distributions[library]}
+        assert distribution in names(extras[extra]), (library, extra)
+    named = {normal(d) for library in EXTRA_OF_LIBRARY for d in distributions[library]}
+    for extra in ("http", "redis", "mqtt", "client", "inspect"):
+        own = names(extras[extra]) - {"scorio-monitor"}
+        assert own <= named, (extra, own - named)
+    assert names(extras["service"]) == {"scorio-monitor"}
+    assert extras["service"] == ["scorio-monitor[http,redis,mqtt,client]"]
+    assert "scorio-monitor[service]" in extras["test"]
+
+
+def test_every_package_has_a_py_typed_marker() -> None:
+    with (ROOT / "pyproject.toml").open("rb") as handle:
+        wheel = tomllib.load(handle)["tool"]["hatch"]["build"]["targets"]["wheel"]
+    for package in wheel["packages"]:
+        assert (ROOT / package / "py.typed").is_file(), package

@@ -3,8 +3,11 @@
 This is the one part of ``monitor`` allowed to import ``adapters``: it
 parses arguments, builds the adapters a command needs and hands them to the
 engine. :mod:`monitor.cli.commands` defines every command; the chosen
-command's module is imported only once parsed. Exit status: 0 on
-success, 1 when nothing valid was read, 2 for usage errors.
+command's module is imported only once parsed, and the service's libraries
+only by the commands and options that use them: a command whose extra is not
+installed says, in one line, which to install (:mod:`monitor.cli.extras`).
+Exit status: 0 on success, 1 when nothing valid was read, 2 for usage errors
+and a missing extra.
 """
 
 from __future__ import annotations
@@ -25,12 +28,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     arguments = parser.parse_args(argv)
     # Imported only now, and only the chosen command's module (see commands).
+    from monitor.cli.extras import missing_extra
     from monitor.errors import MonitorError
 
     module, function = arguments.handler.split(":")
-    handler = getattr(importlib.import_module(f"monitor.cli.{module}"), function)
     try:
+        handler = getattr(importlib.import_module(f"monitor.cli.{module}"), function)
         code: int = handler(arguments)
+    except ModuleNotFoundError as exc:
+        message = missing_extra(exc, arguments)
+        if message is None:
+            raise
+        print(f"scorio-monitor: error: {message}", file=sys.stderr)
+        return 2
     except (ValueError, MonitorError) as exc:
         print(f"scorio-monitor: error: {_message(exc)}", file=sys.stderr)
         return 2

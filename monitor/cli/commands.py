@@ -104,7 +104,9 @@ def _live_commands(commands: Subparsers) -> None:
         "--url", help="a running service's HTTP API, e.g. http://127.0.0.1:8000"
     )
     plan.add_argument("--token", help="bearer token for --url")
-    plan.add_argument("--run", required=True, help="the run")
+    plan.add_argument(
+        "--run", help="the run (default: the state file's only run; --url needs it)"
+    )
     plan.add_argument("--budget", type=int, required=True, help="trials to allocate")
     plan.add_argument(
         "--lease-s",

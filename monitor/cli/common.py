@@ -4,6 +4,7 @@ refusing inputs a command cannot read."""
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import socket
@@ -22,6 +23,8 @@ InputKind: TypeAlias = Literal["lines", "csv", "jsonl", "npz", "lm-eval"]
 
 _ZIP_MAGIC: Final = b"PK\x03\x04"
 _PRINTED_REJECTIONS: Final = 50
+_SNIFFED_BYTES: Final = 64 * 1024
+_SNIFFED_LINES: Final = 5
 _STATE_PATTERNS: Final = ("*.monitor.db", "*/*.monitor.db")
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -30,6 +33,15 @@ Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 def print_statuses(statuses: list[Status]) -> None:
     """The one ``--json`` shape: an array with one status per run, always."""
     print(json.dumps([status.model_dump(mode="json") for status in statuses], indent=2))
+
+
+def state_next_to(path: Path) -> Path:
+    """The state file ``watch`` and ``ingest`` keep beside their input.
+
+    Named from the whole file name, suffix included, so ``results.csv`` and
+    ``results.jsonl`` keep apart states: ``results.csv.monitor.db``.
+    """
+    return path.with_name(path.name + ".monitor.db")
 
 
 def find_state(given: Path | None) -> Path:
@@ -88,6 +100,11 @@ def check_input(path: Path, expected: InputKind, command: str) -> None:
             f"{path} is not an .npz archive (a zip of numpy arrays); for trial "
             "rows use --format csv or jsonl"
         )
+    if expected == "lines" and looks_like_csv(path):
+        raise ValueError(
+            f"{path} holds CSV rows, not JSON lines; read it with "
+            f"`scorio-monitor ingest {path} --format csv`"
+        )
     if expected in ("lines", "csv", "jsonl", "lm-eval") and archive:
         usage = (
             "`scorio-monitor score FILE` or `scorio-monitor ingest FILE --format npz`"
@@ -97,6 +114,27 @@ def check_input(path: Path, expected: InputKind, command: str) -> None:
         raise ValueError(
             f"{path} is an .npz archive, not {_READS[expected]}; use {usage}"
         )
+
+
+def looks_like_csv(path: Path) -> bool:
+    """Whether the file's first lines are CSV rows rather than JSON lines.
+
+    True when its first few non-blank lines (at most ``_SNIFFED_LINES``)
+    all split into the same number of comma-separated fields, at least two,
+    and none opens a JSON object or array: a header and its rows. One
+    broken line among JSON lines is no CSV.
+    """
+    with path.open("rb") as handle:
+        head = handle.read(_SNIFFED_BYTES)
+    lines = head.splitlines()
+    if len(head) == _SNIFFED_BYTES:
+        lines = lines[:-1]  # cut mid-line
+    lines = [line for line in lines if line.strip()][:_SNIFFED_LINES]
+    if not lines or any(line.lstrip()[:1] in (b"{", b"[") for line in lines):
+        return False
+    text = [line.decode("utf-8", errors="replace") for line in lines]
+    widths = {len(row) for row in csv.reader(text)}
+    return len(widths) == 1 and widths.pop() >= 2
 
 
 _READS: Final = {

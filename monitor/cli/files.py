@@ -26,9 +26,9 @@ from monitor.cli.common import (
     check_input,
     is_npz,
     print_statuses,
+    state_next_to,
     url_token,
 )
-from monitor.cli.remote import ingest_to_url
 from monitor.cli.tables import boards_markdown, output_format, rows_csv, score_rows
 from monitor.cli.terminal import scoreboard_table, status_view, terminal
 from monitor.config import (
@@ -183,6 +183,9 @@ def _ingest_to_url(path: Path, arguments: argparse.Namespace) -> int:
     """``ingest --url``: the same readers, into a running service."""
     if arguments.state is not None:
         raise ValueError("--url sends to a service; it keeps no --state")
+    # Only here: the harness client is the [client] extra.
+    from monitor.cli.remote import ingest_to_url
+
     if arguments.format == "lm-eval":
         reader = _lm_eval_reader(path, arguments)
         if arguments.follow:
@@ -225,10 +228,8 @@ def _check_ingest_options(arguments: argparse.Namespace) -> None:
 
 
 def _ingest_state(path: Path) -> Path:
-    absolute = path.resolve()
-    if absolute.is_dir():
-        return absolute.with_name(absolute.name + ".monitor.db")
-    return absolute.with_name(absolute.stem + ".monitor.db")
+    # A file or an lm-eval output directory alike: from its whole name.
+    return state_next_to(path.resolve())
 
 
 def _row_batches(path: Path, arguments: argparse.Namespace) -> Iterator[ItemBatch]:

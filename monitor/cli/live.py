@@ -5,40 +5,29 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
-import socket
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-import uvicorn
 from rich.console import Console, Group
 from rich.live import Live
 
-from adapters.jsonl import Cursor, JsonLines, JsonLinesSource
-from adapters.prometheus import metrics_renderer
+from adapters.jsonl import Cursor, JsonLines
 from monitor.cli.common import (
     DEFAULT_STATE,
     RejectionPrinter,
     check_input,
     listening_socket,
     print_statuses,
+    state_next_to,
     url_token,
 )
-from monitor.cli.remote import resume_point, watch_to_url
-from monitor.cli.terminal import status_view, terminal
-from monitor.config import (
-    HttpSettings,
-    load_run_configs,
-)
+from monitor.cli.terminal import NoLive, status_view, terminal
+from monitor.config import load_run_configs
 from monitor.engine.monitor import Monitor
 from monitor.feeds.watch import watch
-from monitor.http.app import create_app
-from monitor.http.connections import AcceptErrorLog, server_config
-from monitor.interfaces import IngestSink, Payload, TrialSource
-from monitor.schema import Status
-from monitor.service.service import Service
 from monitor.stores.records import IngestReport, StoredEvent
 
 
@@ -48,11 +37,18 @@ def run_watch(arguments: argparse.Namespace) -> int:
         check_input(path, "lines", "watch")
     if arguments.url is not None:
         return _watch_to_url(path, arguments)
-    state = arguments.state or (
-        DEFAULT_STATE if path is None else path.with_name(path.stem + ".monitor.db")
-    )
-    # A bad config or a busy port fails before the state file is created.
+    if path is not None and not arguments.follow and path.stat().st_size == 0:
+        # Said before a state file is made for it.
+        print(f"scorio-monitor: no trial events read: {path} is empty", file=sys.stderr)
+        return 1
+    state = arguments.state or (DEFAULT_STATE if path is None else state_next_to(path))
+    # A bad config, a missing [http] extra or a busy port fails before the
+    # state file is created.
     configs = load_run_configs(arguments.config) if arguments.config else []
+    if arguments.http is not None:
+        # Only here: FastAPI, uvicorn and the Prometheus client are the
+        # [http] extra, which plain `watch` does without.
+        from monitor.cli import watch_serving
     sock = (
         None
         if arguments.http is None
@@ -96,7 +92,7 @@ def run_watch(arguments: argparse.Namespace) -> int:
             view = console.is_terminal and not arguments.json
             with sock:
                 final = asyncio.run(
-                    _watch_serving(
+                    watch_serving.serve_watch(
                         monitor,
                         source,
                         sock,
@@ -129,14 +125,27 @@ def run_watch(arguments: argparse.Namespace) -> int:
         with (
             Live(console=console, auto_refresh=False, transient=False)
             if live
-            else _NoLive() as display
+            else NoLive() as display
         ):
             totals = watch(monitor, source, on_report=report_progress)
             if live:
                 draw()
         printer.summarise()
         _print_final(monitor, arguments.json, live, console, events)
-    if totals.items and totals.valid == 0:
+    where = "stdin" if path is None else str(path)
+    if totals.items == 0 and resume is not None:
+        print(
+            f"scorio-monitor: no new lines in {where} since the last watch "
+            f"(state: {state})",
+            file=sys.stderr,
+        )
+    elif totals.items == 0:
+        print(
+            f"scorio-monitor: no trial events read: {where} is empty",
+            file=sys.stderr,
+        )
+        return 1
+    elif totals.valid == 0:
         print("scorio-monitor: no valid trial events read", file=sys.stderr)
         return 1
     return 0
@@ -146,6 +155,9 @@ def _watch_to_url(path: Path | None, arguments: argparse.Namespace) -> int:
     """``watch --url``: follow the file into a running service."""
     if arguments.state is not None or arguments.http is not None:
         raise ValueError("--url sends to a service; it takes no --state or --http")
+    # Only here: the harness client is the [client] extra.
+    from monitor.cli.remote import resume_point, watch_to_url
+
     source = JsonLines(path, follow=arguments.follow, resume=resume_point(path))
     _stop_on_signals(source)
     sent, statuses = watch_to_url(
@@ -180,96 +192,6 @@ def _print_final(
             console.print(status_view(status, recent))
 
 
-async def _watch_serving(
-    monitor: Monitor,
-    source: JsonLines,
-    sock: socket.socket,
-    console: Console | None,
-    printer: RejectionPrinter,
-    token: str | None = None,
-) -> list[tuple[Status, list[StoredEvent]]]:
-    """``watch --http``: the watch loop as a service, with the API and dashboard.
-
-    Reports as plain ``watch`` does: rejections on stderr as they happen, the
-    live view with its events when ``console`` is given (a terminal). Returns
-    each run's final status and events, read before the service closes.
-    """
-    port: int = sock.getsockname()[1]
-    settings = HttpSettings(listen=f"127.0.0.1:{port}", token=token or None)
-
-    async def reported(report: IngestReport) -> None:
-        printer.show(report.rejected)
-        # A file's batches are light engine calls and a status pass a heavy
-        # one, which waits while light ones are queued: at full speed the
-        # replay would leave the trace without its first points. Wait for
-        # the next pass (1 s at most) so each batch gets its trace point.
-        if report.accepted:
-            taken = service.snapshot.taken_s
-            deadline = time.monotonic() + 1.0
-            while service.snapshot.taken_s == taken and time.monotonic() < deadline:
-                await asyncio.sleep(0.002)
-
-    reporting = _ReportingSource(JsonLinesSource(source), reported)
-    # A status (and a trace point) after every batch, not every 50 ms: a file
-    # replayed at full speed still draws its whole history.
-    async with Service(monitor, [reporting], status_interval_s=0.0) as service:
-        app = create_app(service, settings, metrics_renderer(lambda: service.snapshot))
-        asyncio.get_running_loop().set_exception_handler(AcceptErrorLog())
-        server = uvicorn.Server(server_config(app, settings, settings.host, port))
-
-        def stop(signum: int, frame: FrameType | None) -> None:
-            source.stop()
-            server.should_exit = True
-
-        signal.signal(signal.SIGTERM, stop)
-        signal.signal(signal.SIGINT, stop)
-        print(
-            f"scorio-monitor: dashboard at http://{settings.listen}/", file=sys.stderr
-        )
-
-        async def show() -> None:
-            updates = service.subscribe()
-            latest: dict[str, Status] = {}
-            events: list[StoredEvent] = []
-            with (
-                Live(console=console, auto_refresh=False)
-                if console is not None
-                else _NoLive() as display
-            ):
-                while True:
-                    item = await updates.get()
-                    if item is None:  # fell behind: start afresh
-                        updates = service.subscribe()
-                        continue
-                    if isinstance(item, Status):
-                        latest[item.run] = item
-                    else:
-                        events.append(item)
-                    display.update(
-                        Group(
-                            *(
-                                status_view(s, [e for e in events if e.run == s.run])
-                                for s in latest.values()
-                            )
-                        ),
-                        refresh=True,
-                    )
-
-        viewer = asyncio.create_task(show())
-        try:
-            await server.serve(sockets=[sock])
-        finally:
-            viewer.cancel()
-        source.stop()
-
-        def final() -> list[tuple[Status, list[StoredEvent]]]:
-            return [
-                (monitor.status(run), monitor.events_after(run)) for run in monitor.runs
-            ]
-
-        return await service.call(final)
-
-
 def _views(monitor: Monitor, events: list[StoredEvent]) -> Group:
     return Group(
         *(
@@ -290,38 +212,6 @@ def _stop_on_signals(source: JsonLines) -> None:
 _SERVED_BATCH_LINES = 200
 
 
-class _ReportingSource:
-    """A trial source whose ingest reports are also handed to ``on_report``."""
-
-    def __init__(
-        self, source: TrialSource, on_report: Callable[[IngestReport], Awaitable[None]]
-    ) -> None:
-        self._source = source
-        self._on_report = on_report
-
-    @property
-    def name(self) -> str:
-        return self._source.name
-
-    async def run(self, sink: IngestSink) -> None:
-        await self._source.run(_ReportingSink(sink, self._on_report))
-
-
-class _ReportingSink:
-    def __init__(
-        self, sink: IngestSink, on_report: Callable[[IngestReport], Awaitable[None]]
-    ) -> None:
-        self._sink = sink
-        self._on_report = on_report
-
-    async def ingest_payloads(
-        self, payloads: Sequence[Payload], cursor: tuple[str, str] | None = None
-    ) -> IngestReport:
-        report = await self._sink.ingest_payloads(payloads, cursor)
-        await self._on_report(report)
-        return report
-
-
 class _Throttle:
     """True at most once per interval."""
 
@@ -335,16 +225,3 @@ class _Throttle:
             return False
         self._last = now
         return True
-
-
-class _NoLive:
-    """Stands in for rich's Live when output is not a terminal."""
-
-    def __enter__(self) -> _NoLive:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def update(self, renderable: object, refresh: bool = False) -> None:
-        return None

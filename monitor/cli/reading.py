@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
+from pathlib import Path
 
 from monitor.cli.common import find_state, print_statuses
 from monitor.cli.compare_tables import print_comparison
@@ -43,6 +45,8 @@ def run_status(arguments: argparse.Namespace) -> int:
 
 def run_next(arguments: argparse.Namespace) -> int:
     if arguments.url is not None:
+        if arguments.run is None:
+            raise ValueError("next --url needs --run: the run to plan at the service")
         # The client's modules load only when a service is asked.
         from adapters.harness import MonitorClient, Retry, transport_for
         from monitor.limits import DEFAULT_LEASE_S
@@ -55,7 +59,8 @@ def run_next(arguments: argparse.Namespace) -> int:
         # A read-only file holds no reservation: the plan is a look ahead.
         state = find_state(arguments.state)
         with Monitor(SqliteStore(state, read_only=True)) as monitor:
-            items = monitor.next(arguments.run, arguments.budget, lease_s=0)
+            run = arguments.run or _only_run(monitor.runs, state)
+            items = monitor.next(run, arguments.budget, lease_s=0)
     if arguments.json:
         print(json.dumps([item.model_dump() for item in items], indent=2))
     else:
@@ -71,3 +76,14 @@ def run_next(arguments: argparse.Namespace) -> int:
     elif not items:
         print("scorio-monitor: no trials planned", file=sys.stderr)
     return 0
+
+
+def _only_run(runs: Sequence[str], state: Path) -> str:
+    """The run ``next`` plans without ``--run``: the state's only one."""
+    if len(runs) == 1:
+        return runs[0]
+    if not runs:
+        raise ValueError(f"{state} holds no run yet; nothing to plan")
+    raise ValueError(
+        f"{state} holds {len(runs)} runs ({', '.join(runs)}); choose one with --run"
+    )

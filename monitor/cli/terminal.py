@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from monitor.engine.simulation import SimulationResult
 
 _BAR_WIDTH = 20
+PIPED_WIDTH: Final = 200
 
 # Two groupings answer two questions; each column says which one it shows.
 SETTLED_GROUP: Final = "settled\ngroup"
@@ -56,9 +57,14 @@ class Row(Protocol):
 
 
 def terminal() -> Console:
-    """A console for stdout; when piped, wide enough for a leaderboard."""
+    """A console for stdout; when piped, wide enough for a leaderboard.
+
+    Piped output has no width to fit, so it gets one where a leaderboard
+    keeps ``org/model`` names of up to ~90 characters on one line; a table
+    stays as narrow as its cells (rich does not stretch it).
+    """
     console = Console()
-    return console if console.is_terminal else Console(width=120)
+    return console if console.is_terminal else Console(width=PIPED_WIDTH)
 
 
 def scoreboard_table(board: Scoreboard) -> Table:
@@ -253,3 +259,16 @@ def simulation_view(result: SimulationResult) -> Group:
         f"{result.false_claims}"
     )
     return Group(table, summary)
+
+
+class NoLive:
+    """Stands in for rich's Live when output is not a terminal."""
+
+    def __enter__(self) -> NoLive:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, renderable: object, refresh: bool = False) -> None:
+        return None

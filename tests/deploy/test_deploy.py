@@ -197,11 +197,13 @@ def promtool(*arguments: str, cwd: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.services
 def test_promtool_accepts_the_config_and_the_rules() -> None:
     promtool("check", "config", "prometheus.yml", cwd=DEPLOY / "prometheus")
     promtool("check", "rules", "alerts.yml", cwd=DEPLOY / "prometheus")
 
 
+@pytest.mark.services
 def test_the_alerts_fire_as_their_promtool_unit_tests_expect() -> None:
     promtool("test", "rules", "alerts_test.yml", cwd=Path(__file__).parent)
 

@@ -106,12 +106,12 @@ def test_status_finds_the_state_file_the_quick_start_wrote(tmp_path: Path) -> No
     assert run("watch", str(stream), "--config", config, cwd=tmp_path).returncode == 0
     assert sorted(path.name for path in examples.iterdir()) == [
         "aime25.jsonl",
-        "aime25.monitor.db",
+        "aime25.jsonl.monitor.db",
     ]  # no lock file, no -wal or -shm left behind
     result = run("status", "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert [s["run"] for s in json.loads(result.stdout)] == ["aime25"]
-    assert "reading examples/aime25.monitor.db" in result.stderr
+    assert "reading examples/aime25.jsonl.monitor.db" in result.stderr
     result = run("next", "--run", "aime25", "--budget", "3", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
 

@@ -103,7 +103,7 @@ def test_rows_with_columns_and_values_report_bad_lines(
     (status,) = json.loads(captured.out)
     assert (status["run"], status["trials"], status["rejected"]) == ("bench", 3, 1)
     assert f"{path}:4: rejected: category 'P' is not in the value map" in captured.err
-    assert (tmp_path / "inspect.monitor.db").exists()
+    assert (tmp_path / "inspect.csv.monitor.db").exists()
 
 
 def test_npz_is_ingested_in_bulk_under_the_given_run(

@@ -70,7 +70,7 @@ def test_watch_prints_the_status_json_and_matches_scorio(
     bad_json_line = lines.index("{not json") + 1
     assert f"{path}:{bad_json_line}: rejected: invalid JSON" in captured.err
     assert "category 5 is outside 0..1" in captured.err
-    assert (tmp_path / "run.monitor.db").exists()
+    assert (tmp_path / "run.jsonl.monitor.db").exists()
 
 
 def test_a_second_watch_of_the_same_file_counts_nothing_again(

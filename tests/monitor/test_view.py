@@ -83,7 +83,7 @@ def test_next_prints_a_header_row(
     config = str(ROOT / "examples" / "aime25.toml")
     assert main(["watch", str(stream), "--config", config, "--json"]) == 0
     capsys.readouterr()
-    state = str(tmp_path / "aime25.monitor.db")
+    state = str(tmp_path / "aime25.jsonl.monitor.db")
     assert main(["next", "--state", state, "--run", "aime25", "--budget", "5"]) == 0
     rows = capsys.readouterr().out.splitlines()
     assert rows[0] == "model\tquestion\ttrials"
@@ -106,7 +106,7 @@ def test_watch_and_score_name_their_groupings_and_agree_on_the_ci_one(
     )
     settled = {row["model"]: row["group"] for row in status["models"]}
     assert settled != ci_groups  # the example is where the two differ
-    assert main(["status", "--state", str(tmp_path / "aime25.monitor.db")]) == 0
+    assert main(["status", "--state", str(tmp_path / "aime25.jsonl.monitor.db")]) == 0
     watched = " ".join(capsys.readouterr().out.split())
     assert "settled group" in watched and "CI group" in watched
     assert "settled group: models split only where the stopping rule" in watched
