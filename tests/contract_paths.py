@@ -15,6 +15,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -27,6 +28,7 @@ from typing import Protocol
 import aiomqtt
 import httpx
 import redis as redis_client
+from redis.typing import EncodableT, FieldT
 
 from adapters.mqtt import MqttSource
 from adapters.redis import keys
@@ -358,14 +360,75 @@ async def mqtt_path(
     return await message_path("mqtt", cases, session)
 
 
-async def redis_path(cases: list[Case], server: RedisServer, prefix: str) -> PathResult:
-    """Entries of the run's trial stream through a real redis-server."""
+# How a producer may write a case into a stream entry (adapters.redis.entries).
+STREAM_FORMS = ("data", "event", "fields")
+_ID_FIELDS = ("run", "model", "question", "trial")
+_NUMBERED_IDS = ("question", "trial")
+_READS_AS_JSON = re.compile(
+    r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null|[{\[].*",
+    re.DOTALL,
+)
+
+
+def stream_fields(case: Case, form: str) -> dict[bytes, bytes] | None:
+    """The case as a stream entry's fields in ``form``, or None if that form
+    cannot carry it.
+
+    ``data`` and ``event`` carry any payload. ``fields`` carries a strict
+    JSON object (bytes that are not UTF-8 kept as they are) whose ids are
+    strings (question and trial also integers) and whose other strings do
+    not read as JSON: Redis holds only strings, so ``"1"`` and ``1`` are one
+    field value.
+    """
+    if form != "fields":
+        return {form.encode(): case.payload}
+    if case.bytes_only:  # judged by its size, which fields do not keep
+        return None
+    try:
+        value = json.loads(
+            case.payload.decode("utf-8", "surrogateescape"),
+            parse_constant=_not_json,
+            parse_float=_finite_float,
+        )
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict) or not value:
+        return None
+    fields: dict[bytes, bytes] = {}
+    for name, item in value.items():
+        if isinstance(item, str):
+            if name not in _ID_FIELDS and _READS_AS_JSON.fullmatch(item):
+                return None
+            text = item
+        elif name in _ID_FIELDS:
+            if name not in _NUMBERED_IDS or type(item) is not int:
+                return None
+            # An integer question or trial is read as its digits anyway.
+            text = str(item)
+        else:
+            text = json.dumps(item, ensure_ascii=False)
+        try:
+            fields[name.encode("utf-8", "surrogateescape")] = text.encode(
+                "utf-8", "surrogateescape"
+            )
+        except UnicodeEncodeError:  # a lone surrogate escape: not UTF-8 at all
+            return None
+    return fields
+
+
+async def redis_path(
+    cases: list[Case], server: RedisServer, prefix: str, form: str = "data"
+) -> PathResult:
+    """Entries of the run's trial stream through a real redis-server, each
+    written in ``form`` (see :func:`stream_fields`); cases the form cannot
+    carry are left out."""
     client = redis_client.Redis(port=server.port)
     left: list[str] = []
+    carried = [case for case in cases if stream_fields(case, form) is not None]
 
     @contextlib.asynccontextmanager
     async def session(number: int) -> AsyncIterator[tuple[TrialSource, Send]]:
-        key_prefix = f"{prefix}-{number}"
+        key_prefix = f"{prefix}-{form}-{number}"
         settings = RedisStreamSettings.model_validate(
             {
                 "url": server.url,
@@ -378,7 +441,13 @@ async def redis_path(cases: list[Case], server: RedisServer, prefix: str) -> Pat
         stream = keys.trial_stream(key_prefix, RUN)
 
         async def send(case: Case) -> None:
-            client.xadd(stream, {"data": case.payload})
+            fields = stream_fields(case, form)
+            if fields is None:
+                raise ValueError(f"the {form} form cannot carry {case.name}")
+            entry: dict[FieldT, EncodableT] = {
+                name: value for name, value in fields.items()
+            }
+            client.xadd(stream, entry)
 
         yield RedisStreamSource(settings), send
         if client.exists(stream):
@@ -389,8 +458,9 @@ async def redis_path(cases: list[Case], server: RedisServer, prefix: str) -> Pat
         if poisoned:
             left.append(f"{poisoned} entries moved to the poison stream")
 
+    name = "redis" if form == "data" else f"redis-{form}"
     try:
-        result = await message_path("redis", cases, session)
+        result = await message_path(name, carried, session)
     finally:
         client.close()
     result.failure = "; ".join([result.failure, *left]).strip("; ")
