@@ -14,6 +14,7 @@ import itertools
 import json
 
 import aiomqtt
+import httpx
 import numpy as np
 import pytest
 import redis as redis_client
@@ -27,12 +28,13 @@ from adapters.redis import keys
 from adapters.redis.entries import entry_payload
 from adapters.redis.streams import RedisStreamSource
 from monitor import Monitor, RunConfig
-from monitor.config import MqttSettings, RedisStreamSettings
+from monitor.config import HttpSettings, MqttSettings, RedisStreamSettings
+from monitor.http.app import create_app
 from monitor.inputs.decode import decode_payload
 from monitor.schema import Status
 from monitor.service.service import Service
 from tests.adapters.test_mqtt import presubscribe
-from tests.helpers import eventually
+from tests.helpers import eventually, serving
 from tests.hostile import DEEP, REPRODUCERS, RUN, good_stream, interleave, poison
 from tests.services import MosquittoBroker, RedisServer
 
@@ -45,7 +47,13 @@ def _not_utf8(raw: bytes) -> bool:
     return False
 
 
-bad_utf8 = st.binary(min_size=1, max_size=6).filter(_not_utf8)
+# Bytes 0x80-0xFF only: never a quote, backslash or control character, so the
+# JSON around them stays well formed and splittable.
+bad_utf8 = (
+    st.lists(st.integers(0x80, 0xFF), min_size=1, max_size=6)
+    .map(bytes)
+    .filter(_not_utf8)
+)
 # Invalid UTF-8 inside one string of an otherwise good event: a value, a
 # field name, or (in an array) one event beside a good one.
 utf8_poison = st.one_of(
@@ -275,3 +283,39 @@ async def redis_round(
     letters = monitor.store.dead_letters(1000)
     assert len(letters) == refusals and all(letter.reason for letter in letters)
     assert json.dumps([letter.reason for letter in letters])
+
+
+@EXAMPLES
+@given(st.lists(utf8_poison, min_size=1, max_size=4), st.integers(0, 2**16))
+def test_http_bodies_with_invalid_utf8_count_every_good_event_beside_it(
+    bad: list[bytes], seed: int
+) -> None:
+    """An array of events, some with invalid UTF-8: each of those refused
+    (200, a dead letter each), the good ones of the same body counted."""
+    good, results = good_stream(seed % 5)
+    body = b"[" + b", ".join(interleave(good, bad, seed)) + b"]"
+    asyncio.run(http_round(body, np.asarray(results), len(bad)))
+
+
+async def http_round(body: bytes, expected: np.ndarray, refusals: int) -> None:
+    monitor = Monitor()
+    monitor.configure(RunConfig(run=RUN, question_count=4))
+    async with Service(monitor) as service:
+        app = create_app(service, HttpSettings())
+        async with serving(app) as base, httpx.AsyncClient(base_url=base) as client:
+            response = await client.post(
+                f"/runs/{RUN}/trials",
+                content=body,
+                headers={"Content-Type": "application/json"},
+            )
+        assert response.status_code == 200, response.text
+        answer = response.json()
+        assert answer["accepted"] == expected.size
+        reasons = [item["reason"] for item in answer["rejected"]]
+        assert len(reasons) == refusals
+        assert all(
+            reason.startswith("invalid JSON: invalid UTF-8 in the string ")
+            for reason in reasons
+        )
+        assert_counts_match(await service.status(RUN), expected)
+        assert len(monitor.store.dead_letters(1000)) == refusals
