@@ -16,6 +16,7 @@ import pytest
 import scorio.eval as oracle
 
 from adapters.mqtt import MqttPublisher, MqttSource, run_of, trials_topic
+from adapters.mqtt.source import MAX_ATTEMPTS
 from adapters.prometheus import metrics_renderer
 from monitor import Monitor, RunConfig
 from monitor.config import HttpSettings, MqttSettings
@@ -313,3 +314,66 @@ async def test_invalid_utf8_on_a_shared_subscription_stalls_no_worker(
     )
     # Both workers had their share of the traffic.
     assert all(service.snapshot.ingested > 0 for service in services)
+
+
+class FailingOn:
+    """A sink that fails on one marked payload, as a crashing bug would."""
+
+    def __init__(self, marker: bytes) -> None:
+        self.marker = marker
+        self.counted: list[bytes] = []
+
+    async def ingest_payloads(
+        self, payloads: Sequence[Payload], cursor: tuple[str, str] | None = None
+    ) -> IngestReport:
+        if any(self.marker in payload.data for payload in payloads):
+            raise RuntimeError("processing crashed")
+        self.counted.extend(payload.data for payload in payloads)
+        return IngestReport(len(payloads), 0, 0, (), ())
+
+
+async def test_a_message_that_keeps_failing_is_not_delivered_for_ever(
+    mosquitto: MosquittoBroker, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A commit that fails (a bug, not bad input) holds back only the
+    message that fails, and that one only for ``MAX_ATTEMPTS`` attempts."""
+    config = settings(mosquitto, prefix)
+    source = MqttSource(config)
+    sink = FailingOn(b"poison")
+    await presubscribe(mosquitto, config)
+    messages = [b"good-1", b"poison", b"good-2"]
+    await publish(mosquitto, f"{prefix}/r/trials", messages)
+
+    async def supervised() -> None:
+        """Restart the source after each crash, as the service does."""
+        while True:
+            try:
+                await source.run(sink)
+            except RuntimeError:
+                continue
+
+    task = asyncio.create_task(supervised())
+    try:
+
+        async def went_on() -> bool:
+            return sink.counted == [b"good-1", b"good-2"]
+
+        await eventually(went_on)
+        await publish(mosquitto, f"{prefix}/r/trials", [b"good-3"])
+
+        async def still_going() -> bool:
+            return sink.counted[-1:] == [b"good-3"]
+
+        await eventually(still_going)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert sink.counted == [b"good-1", b"good-2", b"good-3"]
+    told = [
+        r.getMessage() for r in caplog.records if "without counting" in r.getMessage()
+    ]
+    assert told == [
+        f"message on {prefix}/r/trials (6 bytes) failed to commit {MAX_ATTEMPTS} "
+        "times; acknowledged without counting it"
+    ]
