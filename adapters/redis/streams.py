@@ -107,6 +107,7 @@ class RedisStreamSource:
         sink: IngestSink,
         streams: dict[str, str],
         block: bool = True,
+        count: int | None = None,
     ) -> int:
         """Read one batch per stream at the given ids; returns entries processed."""
         wanted: dict[bytes | str | memoryview, int | bytes | str | memoryview] = {}
@@ -115,7 +116,7 @@ class RedisStreamSource:
             self._settings.group,
             self._settings.consumer,
             wanted,
-            count=self._settings.batch_size,
+            count=self._settings.batch_size if count is None else count,
             block=(
                 self._settings.block_ms if block and ">" in streams.values() else None
             ),
@@ -145,8 +146,10 @@ class RedisStreamSource:
                 await self._join_group(client, name)
                 found.add(name)
                 # Entries this consumer took but never acknowledged (a crash):
-                # read our pending list first, from id 0.
-                while await self._read(client, sink, {name: "0"}):
+                # read our pending list first, from id 0, one entry at a time,
+                # so an entry that fails again is delivered again alone and
+                # only it reaches max_deliveries (then the poison stream).
+                while await self._read(client, sink, {name: "0"}, count=1):
                     pass
         self._streams = sorted(found)
 
@@ -186,8 +189,13 @@ class RedisStreamSource:
         entries: Sequence[Entry],
         recovered: bool = False,
     ) -> None:
-        # Pending reads return deleted entries as (id, None): nothing to do.
-        entries = [entry for entry in entries if entry and entry[1] is not None]
+        # Pending reads return a deleted entry with no fields (redis-py: an
+        # empty dict, or None); XADD never makes one. Nothing to count, so
+        # it is acknowledged, not dead-lettered.
+        deleted = [entry[0] for entry in entries if entry and not entry[1]]
+        if deleted:
+            await client.xack(stream, self._settings.group, *deleted)
+        entries = [entry for entry in entries if entry and entry[1]]
         if not entries:
             return
         if recovered:

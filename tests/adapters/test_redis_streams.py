@@ -318,3 +318,58 @@ async def test_invalid_utf8_in_any_entry_form_is_dead_lettered_alone(
         'invalid JSON: invalid UTF-8 in the string "qu\\xffestion"',
     ]
     assert client.exists(keys.poison_trials(prefix)) == 0
+
+
+async def test_after_a_crash_only_the_entry_that_fails_again_is_dead_lettered(
+    redis: RedisServer, prefix: str
+) -> None:
+    """The batch that crashed is read again one entry at a time: the good
+    entries of it count, the failing one alone goes to the poison stream."""
+    client = redis_client(redis)
+    stream = keys.trial_stream(prefix, "r")
+    for data in (b"good-1", b"poison", b"good-2"):
+        client.xadd(stream, {"data": data})
+    source = RedisStreamSource(settings(redis, prefix, max_deliveries=2))
+    sink = FailingOn(b"poison")
+    task = asyncio.create_task(supervised(source, sink))
+    try:
+
+        async def went_on() -> bool:
+            return sink.counted == [b"good-1", b"good-2"]
+
+        await eventually(went_on, timeout_s=20)
+
+        async def dead_lettered() -> bool:
+            return client.xlen(keys.poison_trials(prefix)) == 1
+
+        await eventually(dead_lettered, timeout_s=20)
+    finally:
+        task.cancel()
+    entries = client.xrange(keys.poison_trials(prefix))
+    assert isinstance(entries, list) and entries[0][1] is not None
+    assert entries[0][1][b"data"] == b"poison"
+    assert int(client.xpending(stream, "monitor")["pending"]) == 0
+
+
+async def test_a_pending_entry_deleted_from_the_stream_is_let_go(
+    redis: RedisServer, prefix: str
+) -> None:
+    client = redis_client(redis)
+    stream = keys.trial_stream(prefix, "r")
+    client.xgroup_create(stream, "monitor", id="0", mkstream=True)
+    gone = client.xadd(stream, {"data": b"taken, then deleted"})
+    config = settings(redis, prefix)
+    client.xreadgroup("monitor", config.consumer, {stream: ">"})  # a crash after
+    client.xdel(stream, gone)
+    client.xadd(stream, {"data": b"next"})
+    sink = FailingOn(b"never")
+    task = asyncio.create_task(supervised(RedisStreamSource(config), sink))
+    try:
+
+        async def went_on() -> bool:
+            return sink.counted == [b"next"]
+
+        await eventually(went_on, timeout_s=20)
+    finally:
+        task.cancel()
+    assert int(client.xpending(stream, "monitor")["pending"]) == 0
