@@ -82,6 +82,8 @@ EXAMPLES = settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 _numbers = itertools.count()
+# More dead letters than any example makes (an array of 2,000 refused items).
+ALL_LETTERS = 100_000
 
 
 def assert_counts_match(status: Status, results: np.ndarray) -> None:
@@ -128,7 +130,7 @@ async def mqtt_round(
 
         await eventually(settled)
         assert_counts_match(await service.status(RUN), expected)
-        letters = monitor.store.dead_letters(1000)
+        letters = monitor.store.dead_letters(ALL_LETTERS)
     # One dead letter per refusal: nothing refused twice (redelivered).
     assert len(letters) == refusals and all(letter.reason for letter in letters)
 
@@ -243,7 +245,7 @@ async def fields_round(server: RedisServer, key_prefix: str, expected: Status) -
     assert [(r.model, r.trials, r.mu, r.sigma) for r in status.models] == [
         (r.model, r.trials, r.mu, r.sigma) for r in expected.models
     ]
-    assert len(monitor.store.dead_letters(1000)) == expected.rejected
+    assert len(monitor.store.dead_letters(ALL_LETTERS)) == expected.rejected
 
 
 def stream_settings(server: RedisServer, key_prefix: str) -> RedisStreamSettings:
@@ -280,7 +282,7 @@ async def redis_round(
 
         await eventually(acknowledged)
         assert_counts_match(await service.status(RUN), expected)
-    letters = monitor.store.dead_letters(1000)
+    letters = monitor.store.dead_letters(ALL_LETTERS)
     assert len(letters) == refusals and all(letter.reason for letter in letters)
     assert json.dumps([letter.reason for letter in letters])
 
@@ -318,4 +320,4 @@ async def http_round(body: bytes, expected: np.ndarray, refusals: int) -> None:
             for reason in reasons
         )
         assert_counts_match(await service.status(RUN), expected)
-        assert len(monitor.store.dead_letters(1000)) == refusals
+        assert len(monitor.store.dead_letters(ALL_LETTERS)) == refusals
