@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import redis as redis_client
 import scorio.eval as oracle
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from redis.typing import EncodableT, FieldT
 
@@ -84,6 +84,7 @@ EXAMPLES = settings(
 _numbers = itertools.count()
 # More dead letters than any example makes (an array of 2,000 refused items).
 ALL_LETTERS = 100_000
+MANY_REFUSED = b"[" + b"1," * 1999 + b"1]"
 
 
 def assert_counts_match(status: Status, results: np.ndarray) -> None:
@@ -95,6 +96,7 @@ def assert_counts_match(status: Status, results: np.ndarray) -> None:
 
 @EXAMPLES
 @given(st.lists(hostile, min_size=1, max_size=6), st.integers(0, 2**16))
+@example(bad=[MANY_REFUSED], seed=1644)
 def test_mqtt_poison_messages_are_rejected_alone(
     mosquitto: MosquittoBroker, prefix: str, bad: list[bytes], seed: int
 ) -> None:
@@ -151,6 +153,8 @@ def expected_refusals(messages: list[bytes]) -> int:
     st.integers(0, 2**16),
     st.sampled_from(["data", "event"]),
 )
+# An array of 2,000 items, each refused: more dead letters than a page.
+@example(bad=[MANY_REFUSED], seed=1644, field="data")
 def test_redis_stream_poison_entries_are_rejected_alone(
     redis: RedisServer, prefix: str, bad: list[bytes], seed: int, field: str
 ) -> None:
