@@ -105,6 +105,31 @@ def _poison_cases() -> list[Case]:
         ),
         _raw("utf8_lone_byte", b"\xff"),
         _raw(
+            "utf8_truncated_sequence",
+            b'{"run": "bench", "model": "m\xc3", "question": '
+            b'"p-utf8_truncated_sequence", "trial": 0, "category": 1}',
+        ),
+        _raw(
+            "utf8_overlong_slash",
+            b'{"run": "bench", "model": "m0", "question": "p-utf8_overlong_slash", '
+            b'"trial": "\xc0\xaf", "category": 1}',
+        ),
+        _raw(
+            "utf8_encoded_surrogate",
+            b'{"run": "bench", "model": "\xed\xa0\x80", "question": '
+            b'"p-utf8_encoded_surrogate", "trial": 0, "category": 1}',
+        ),
+        _raw(
+            "utf8_in_field_name",
+            b'{"run": "bench", "model": "m0", "question": "p-utf8_in_field_name", '
+            b'"trial": 0, "category": 1, "no\xfete": 1}',
+        ),
+        _raw(
+            "utf8_in_run",
+            b'{"run": "ben\xffch", "model": "m0", "question": "p-utf8_in_run", '
+            b'"trial": 0, "category": 1}',
+        ),
+        _raw(
             "surrogate_in_id",
             b'{"run": "bench", "model": "\\ud800", "question": "p-surrogate_in_id", '
             b'"trial": 0, "category": 1}',

@@ -2,11 +2,13 @@
 
 The corpus (:mod:`tests.poison_corpus`) goes in order through the Python
 API (dicts and bytes), HTTP on a real server, MQTT through a real
-mosquitto, Redis Streams through a real redis-server, and ``watch`` of a
+mosquitto, Redis Streams through a real redis-server (in each documented
+entry form: ``data``, ``event``, the event's fields), and ``watch`` of a
 file and of stdin. Each path must count exactly the good events, reject
 every poison one with a dead letter of its own, never crash or stop, and
 give each case the same verdict, reason and kind as every other path that
-carried it. A path skips only what it cannot carry: the Python API's dict
+carried it. A path skips only what it cannot carry: the stream fields form an event
+that is not a flat strict JSON object with string ids, the Python API's dict
 path a payload that is not a strict JSON object (no dict to send) or is
 judged by its size (a dict has none), the
 paths without a channel the run-mismatch case, ``watch`` a payload with a
@@ -80,6 +82,8 @@ def service_results(
                 http_path(CASES),
                 mqtt_path(CASES, mosquitto, PREFIX),
                 redis_path(CASES, redis, PREFIX),
+                redis_path(CASES, redis, PREFIX, "event"),
+                redis_path(CASES, redis, PREFIX, "fields"),
             )
         )
 
@@ -111,6 +115,19 @@ def test_redis_streams_keep_the_contract(
     service_results: dict[str, PathResult],
 ) -> None:
     assert_keeps_the_contract(service_results["redis"])
+
+
+def test_redis_streams_keep_the_contract_in_every_documented_form(
+    service_results: dict[str, PathResult],
+) -> None:
+    """``event '<json>'`` as ``data '<json>'``, and the event's fields as
+    stream fields (string numbers read as numbers)."""
+    assert_keeps_the_contract(service_results["redis-event"])
+    fields = service_results["redis-fields"]
+    assert_keeps_the_contract(fields)
+    # The form carries good events, and invalid UTF-8 in a value and a name.
+    carried = set(fields.outcomes)
+    assert {"good_1", "utf8_in_string", "utf8_in_field_name"} <= carried
 
 
 def test_watch_of_a_file_and_of_stdin_keeps_the_contract(

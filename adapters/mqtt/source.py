@@ -23,12 +23,25 @@ not persistent (see :attr:`MqttSettings.persistent`).
 Library errors stop at the session: a lost connection is a
 :class:`SessionLost`, which becomes a logged reconnect with backoff; nothing
 of paho leaves the package.
+
+A bad event never fails a commit (the decoder refuses it, and the refusal
+is committed and acknowledged like a trial). Should committing fail for
+another reason (a bug), the source stops, is restarted by the service, and
+the broker delivers the batch again: messages seen failing before are then
+committed one at a time, so a message that fails alone is the only one held
+back, and after ``MAX_ATTEMPTS`` failed attempts it is acknowledged without
+being counted, with an error in the log naming its topic and size, so it is
+not delivered for ever (nor does a shared subscription keep dealing it to
+this worker).
 """
 
 from __future__ import annotations
 
+import collections
+import hashlib
 import logging
 from collections.abc import Sequence
+from typing import Final
 
 from adapters.mqtt.session import Delivery, Session, SessionLost, Subscription
 from adapters.mqtt.takeovers import Takeovers
@@ -37,6 +50,9 @@ from monitor.interfaces import IngestSink, Payload
 from monitor.service.retry import Backoff, ingest_durably
 
 log = logging.getLogger(__name__)
+
+# Failed commits of one message before it is acknowledged uncounted.
+MAX_ATTEMPTS: Final = 5
 
 
 def trials_topic(settings: MqttSettings) -> str:
@@ -57,6 +73,9 @@ class MqttSource:
 
     def __init__(self, settings: MqttSettings) -> None:
         self._settings = settings
+        # Per message (topic and payload digest) that failed to commit, the
+        # attempts so far; kept across the service's restarts of run().
+        self._attempts: collections.Counter[bytes] = collections.Counter()
 
     @property
     def name(self) -> str:
@@ -93,10 +112,35 @@ class MqttSource:
     async def _consume(self, session: Session, sink: IngestSink) -> None:
         while True:
             batch = await session.receive(self._settings.max_batch)
-            await _commit(sink, batch)
-            log.debug("committed %d messages; acknowledging them", len(batch))
-            # In receipt order, as MQTT 3.1.1 section 4.6 asks.
-            session.acknowledge(batch)
+            keys = [_key(delivery) for delivery in batch]
+            if not any(key in self._attempts for key in keys):
+                await self._commit(sink, batch, keys)
+                log.debug("committed %d messages; acknowledging them", len(batch))
+                # In receipt order, as MQTT 3.1.1 section 4.6 asks.
+                session.acknowledge(batch)
+                continue
+            # Some failed before: one at a time, so only a failing one waits.
+            for delivery, key in zip(batch, keys, strict=True):
+                if self._attempts[key] >= MAX_ATTEMPTS:
+                    log.error(
+                        "message on %s (%d bytes) failed to commit %d times; "
+                        "acknowledged without counting it",
+                        delivery.topic,
+                        len(delivery.payload),
+                        self._attempts.pop(key),
+                    )
+                else:
+                    await self._commit(sink, [delivery], [key])
+                session.acknowledge([delivery])
+
+    async def _commit(
+        self, sink: IngestSink, batch: Sequence[Delivery], keys: list[bytes]
+    ) -> None:
+        """Commit the batch, noting an attempt of each message until it did."""
+        self._attempts.update(keys)
+        await _commit(sink, batch)
+        for key in keys:
+            self._attempts.pop(key, None)
 
 
 async def _commit(sink: IngestSink, batch: Sequence[Delivery]) -> None:
@@ -110,3 +154,10 @@ async def _commit(sink: IngestSink, batch: Sequence[Delivery]) -> None:
     ]
     # Not committed, so not acknowledged: offer the same batch until it is.
     await ingest_durably(sink, payloads)
+
+
+def _key(delivery: Delivery) -> bytes:
+    """A message's identity across deliveries: its topic and payload."""
+    digest = hashlib.blake2b(delivery.topic.encode(), digest_size=16)
+    digest.update(delivery.payload)
+    return digest.digest()

@@ -18,6 +18,7 @@ from redis.cluster import RedisCluster
 
 from adapters.redis import keys
 from adapters.redis.changes import CellTable, Versions, add_costs, read_entry
+from adapters.redis.marker import StoreMarker
 from adapters.redis.records import as_texts, entry_version, translated
 from adapters.redis.scripts import Scripts
 from monitor.stores.records import CountChanges, ModelCounts
@@ -36,6 +37,8 @@ class ChangeFollower:
         scripts: The store's scripts (``read_cells``).
         versions: The versions the store has seen, shared with its applies.
         read_whole: Reads a run's counts whole (and notes their version).
+        marker: The store's marker, read with the version (a reset store
+            is refused, never read as the truth).
     """
 
     def __init__(
@@ -46,6 +49,7 @@ class ChangeFollower:
         scripts: Scripts,
         versions: Versions,
         read_whole: Callable[[str], dict[str, ModelCounts]],
+        marker: StoreMarker,
     ) -> None:
         self._client = client
         self._prefix = prefix
@@ -53,6 +57,7 @@ class ChangeFollower:
         self._scripts = scripts
         self._versions = versions
         self._read_whole = read_whole
+        self._marker = marker
         # Per run, the numbered counts cells read so far (the change log
         # names cells by number).
         self._cells: dict[str, CellTable] = {}
@@ -60,16 +65,20 @@ class ChangeFollower:
     def changes(self, run: str) -> dict[str, ModelCounts] | CountChanges | None:
         """What other processes changed in the run's counts since we last saw them.
 
-        One ``HGET`` when nothing changed; otherwise the other writers'
+        One round trip (the version and the store's marker) when nothing
+        changed; otherwise the other writers'
         deltas from the change log (and the fields of cells numbered since
         the last read), or the whole counts when the log no longer holds
         every version since ours.
         """
         known = self._versions.get(run)
         with translated(f"read the changes of run {run!r}"):
-            current = int(
-                self._client.hget(keys.totals(self._prefix, run), "version") or 0
-            )
+            pipe = self._client.pipeline(transaction=False)
+            pipe.hget(keys.totals(self._prefix, run), "version")
+            pipe.get(self._marker.key)
+            version, marker = pipe.execute()
+            self._marker.check(marker)
+            current = int(version or 0)
             if current == known:
                 return None
             if known < 0 or current < known:

@@ -49,6 +49,9 @@ Global:
 
 - ``{prefix}:runs`` (set): every run id with a config or data.
 - ``{prefix}:cursors`` (hash): source name -> committed position.
+- ``{prefix}:store`` (string): a random id set by the first worker to open
+  the store; a worker that finds it gone or changed knows Redis lost the
+  store under it (:mod:`adapters.redis.marker`).
 - ``{prefix}:dead_letters`` (stream): rejected inputs; fields ``source``,
   ``reason``, ``raw``, ``received_s`` and, when known, ``run`` and
   ``position``.
@@ -163,6 +166,10 @@ def runs(prefix: str) -> str:
 
 def cursors(prefix: str) -> str:
     return f"{prefix}:cursors"
+
+
+def store_marker(prefix: str) -> str:
+    return f"{prefix}:store"
 
 
 def trial_stream(prefix: str, run: str) -> str:

@@ -8,12 +8,14 @@ redis-py's exceptions become :class:`~monitor.errors.StoreError`.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import Final
 
 from redis.client import Pipeline
 from redis.cluster import ClusterPipeline
-from redis.exceptions import RedisClusterException, RedisError
+from redis.exceptions import OutOfMemoryError, RedisClusterException, RedisError
 from redis.typing import EncodableT, FieldT
 
 from adapters.redis import keys
@@ -40,7 +42,27 @@ def translated(action: str) -> Iterator[None]:
     try:
         yield
     except (RedisError, RedisClusterException) as exc:
-        raise StoreError(f"redis store cannot {action}: {exc}") from exc
+        raise StoreError(f"redis store cannot {action}: {reason(exc)}") from exc
+
+
+# redis-py words a failed command of a pipeline "Command # 3 (EVAL <the
+# script's text> ...) of pipeline caused error: <Redis's reply>".
+_PIPELINE_PREFIX: Final = re.compile(
+    r"Command # \d+ \(.*\) of pipeline caused error: ", re.S
+)
+
+
+def reason(error: BaseException) -> str:
+    """Why a Redis call failed, in one line: Redis's own reply without the
+    command that got it (a script's whole text), plus what to do when Redis
+    is full."""
+    text = " ".join(_PIPELINE_PREFIX.sub("", str(error)).split())
+    if isinstance(error, OutOfMemoryError) or "> 'maxmemory'" in text:
+        text += (
+            " (Redis is at its maxmemory with a noeviction policy: nothing is "
+            "written until it has room; raise maxmemory or free memory)"
+        )
+    return text
 
 
 def model_counts(

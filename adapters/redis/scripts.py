@@ -96,7 +96,10 @@ class Scripts:
         answers: list[NDArray[np.int64]] = []
         for reply, size in zip(replies, sizes, strict=True):
             version, _, categories = as_text(reply).partition("|")
-            versions.note(run, int(version))
+            if not version.startswith("="):
+                # A chunk that changed no count made no version: the one it
+                # answers may be another worker's, not yet read.
+                versions.note(run, int(version))
             # One NumPy parse per chunk, not an int() per trial.
             answer = np.full(size, NEW) if categories == "new" else integers(categories)
             if answer.size != size:

@@ -49,6 +49,7 @@ import json
 import uuid
 from collections.abc import Sequence
 from typing import Any, Final
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from redis.backoff import NoBackoff
@@ -62,6 +63,7 @@ from adapters.redis import keys
 from adapters.redis.changes import Versions
 from adapters.redis.cluster import ClusterWrites
 from adapters.redis.follower import ChangeFollower
+from adapters.redis.marker import StoreMarker
 from adapters.redis.question_trials import read_question_trials
 from adapters.redis.records import (
     as_text,
@@ -169,6 +171,7 @@ class RedisStore(TrialAsBatch):
                 )
             self._client = client
             self._scripts = Scripts(client, self._prefix, self._writer, chunk_size)
+        self._marker = StoreMarker(self._prefix, _shown(url))
         self._follower = ChangeFollower(
             client,
             self._prefix,
@@ -176,6 +179,7 @@ class RedisStore(TrialAsBatch):
             self._scripts,
             self._versions,
             self.counts,
+            self._marker,
         )
         self._cluster: ClusterWrites | None = None
         if isinstance(client, RedisCluster):
@@ -199,6 +203,7 @@ class RedisStore(TrialAsBatch):
     # -- Store -------------------------------------------------------------
 
     def load(self) -> StoredState:
+        self._marker.claim(self._client)
         with translated("load the state"):
             runs = sorted(as_text(run) for run in self._client.smembers(self._runs))
             if self._cluster is not None:
@@ -268,6 +273,9 @@ class RedisStore(TrialAsBatch):
             return self._cluster.apply(batch)
         with translated("apply a batch"):
             pipe = self._client.pipeline(transaction=True)
+            # Read in the transaction: a store reset under this worker is
+            # told before any trial is acknowledged.
+            pipe.get(self._marker.key)
             positions: list[range] = []
             for trials in batch.trials:
                 first = len(pipe)
@@ -279,13 +287,15 @@ class RedisStore(TrialAsBatch):
             if batch.cursor is not None:
                 pipe.hset(keys.cursors(self._prefix), batch.cursor[0], batch.cursor[1])
             try:
-                replies = pipe.execute() if len(pipe) else []
+                replies: list[Any] = pipe.execute() if len(pipe) > 1 else [None]
             except RedisError:
                 # Applied or not, unknown: the next look reads the counts whole
                 # (our own change-log entries are skipped, never re-added).
                 for trials in batch.trials:
                     self._versions.unsure(trials.run)
                 raise
+        if len(replies) > 1:
+            self._marker.check(replies[0])
         return [
             self._scripts.previous(
                 trials.run,
@@ -415,3 +425,13 @@ class RedisStore(TrialAsBatch):
     @property
     def _runs(self) -> str:
         return keys.runs(self._prefix)
+
+
+def _shown(url: str | None) -> str:
+    """The server's URL without its credentials, to name it in messages."""
+    if url is None:
+        return "the server of the given client"
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = host if parts.port is None else f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))

@@ -1,7 +1,10 @@
 """Trials from Redis Streams: one consumer group per run's trial stream.
 
-Producers ``XADD <prefix>:{<run>}:trials * data '<json event or array>'``
-(flat string fields are accepted too, as a JSON object of strings). Each
+Producers ``XADD <prefix>:{<run>}:trials * event '<json event or array>'``
+(``data`` is the same field under its older name), or the event's fields as
+stream fields, their values read as the JSON they spell
+(:mod:`adapters.redis.entries`); every entry goes to the one decoder, which
+refuses a bad one alone (invalid UTF-8 included). Each
 worker reads with ``XREADGROUP`` in batches and ``XACK``s an entry only after
 the monitor committed it. Entries a dead worker left pending are taken over
 with ``XAUTOCLAIM`` once idle longer than ``claim_idle_ms``. An entry that
@@ -22,7 +25,6 @@ anything. ``SCAN`` runs on every master.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -32,6 +34,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisClusterException, RedisError, ResponseError
 
 from adapters.redis import keys
+from adapters.redis.entries import entry_payload
 from monitor.config import RedisStreamSettings
 from monitor.interfaces import IngestSink, Payload
 from monitor.service.retry import Backoff, ingest_durably
@@ -52,6 +55,8 @@ class RedisStreamSource:
         self._streams: list[str] = []
         self._last_discovery = -float("inf")
         self._last_claim = -float("inf")
+        # Stream keys whose name is not UTF-8, said once each.
+        self._unreadable: set[bytes] = set()
 
     @property
     def name(self) -> str:
@@ -102,6 +107,7 @@ class RedisStreamSource:
         sink: IngestSink,
         streams: dict[str, str],
         block: bool = True,
+        count: int | None = None,
     ) -> int:
         """Read one batch per stream at the given ids; returns entries processed."""
         wanted: dict[bytes | str | memoryview, int | bytes | str | memoryview] = {}
@@ -110,7 +116,7 @@ class RedisStreamSource:
             self._settings.group,
             self._settings.consumer,
             wanted,
-            count=self._settings.batch_size,
+            count=self._settings.batch_size if count is None else count,
             block=(
                 self._settings.block_ms if block and ">" in streams.values() else None
             ),
@@ -126,13 +132,24 @@ class RedisStreamSource:
         pattern = keys.trial_stream_pattern(self._settings.prefix)
         found = set(self._streams)
         async for key in client.scan_iter(match=pattern, _type="stream", count=1000):
+            if isinstance(key, bytes) and not _is_utf8(key):
+                if key not in self._unreadable:
+                    self._unreadable.add(key)
+                    log.error(
+                        "stream %r is not read: its name is not UTF-8, so it "
+                        "names no run; XADD to a key whose run id is UTF-8",
+                        key,
+                    )
+                continue
             name = _text(key)
             if name not in found:
                 await self._join_group(client, name)
                 found.add(name)
                 # Entries this consumer took but never acknowledged (a crash):
-                # read our pending list first, from id 0.
-                while await self._read(client, sink, {name: "0"}):
+                # read our pending list first, from id 0, one entry at a time,
+                # so an entry that fails again is delivered again alone and
+                # only it reaches max_deliveries (then the poison stream).
+                while await self._read(client, sink, {name: "0"}, count=1):
                     pass
         self._streams = sorted(found)
 
@@ -172,8 +189,13 @@ class RedisStreamSource:
         entries: Sequence[Entry],
         recovered: bool = False,
     ) -> None:
-        # Pending reads return deleted entries as (id, None): nothing to do.
-        entries = [entry for entry in entries if entry and entry[1] is not None]
+        # Pending reads return a deleted entry with no fields (redis-py: an
+        # empty dict, or None); XADD never makes one. Nothing to count, so
+        # it is acknowledged, not dead-lettered.
+        deleted = [entry[0] for entry in entries if entry and not entry[1]]
+        if deleted:
+            await client.xack(stream, self._settings.group, *deleted)
+        entries = [entry for entry in entries if entry and entry[1]]
         if not entries:
             return
         if recovered:
@@ -183,7 +205,7 @@ class RedisStreamSource:
         run = keys.run_of_trial_stream(stream)
         payloads = [
             Payload(
-                data=_entry_json(fields),
+                data=entry_payload(fields),
                 source=f"redis:{stream}:{_text(entry_id)}",
                 run=run,
             )
@@ -222,7 +244,7 @@ class RedisStreamSource:
                     "stream": stream,
                     "id": entry_id,
                     "reason": f"failed {delivered} deliveries",
-                    "data": _entry_json(fields),
+                    "data": entry_payload(fields),
                 },
                 maxlen=_DEAD_LETTER_MAXLEN,
                 approximate=True,
@@ -245,15 +267,13 @@ def _stream_entries(answer: object) -> list[tuple[str, list[Entry]]]:
     return result
 
 
-def _entry_json(fields: dict[bytes, bytes]) -> bytes:
-    """The event JSON of an entry: its ``data`` field, or its fields as an object."""
-    data = fields.get(b"data")
-    if data is not None:
-        return data
-    return json.dumps(
-        {_text(key): _text(value) for key, value in fields.items()}
-    ).encode()
-
-
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+def _is_utf8(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

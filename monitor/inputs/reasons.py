@@ -179,7 +179,9 @@ def json_reason(error: Exception, data: bytes) -> str:
     bytes whose brackets nest at most ``MAX_PARSE_DEPTH`` deep.
     """
     if isinstance(error, UnicodeDecodeError):
-        return f"invalid UTF-8 at byte {error.start}"
+        # msgspec reports the string it was reading (not where it is in the
+        # payload, which differs between transports of the same event).
+        return f"invalid UTF-8 in the string {_shown_bytes(error)}"
     try:
         json.loads(data.strip())
     except json.JSONDecodeError as exc:
@@ -187,6 +189,17 @@ def json_reason(error: Exception, data: bytes) -> str:
     except (ValueError, RecursionError):
         pass
     return str(error).removeprefix("JSON is malformed: ")
+
+
+def _shown_bytes(error: UnicodeDecodeError, before: int = 40, after: int = 20) -> str:
+    """The string ``error`` is about, quoted around its bad byte; bytes that
+    are not UTF-8 as ``\\xff`` escapes."""
+    value = bytes(error.object)
+    start, stop = max(0, error.start - before), error.start + after
+    shown = value[start:stop].decode("utf-8", "backslashreplace")
+    head = "..." if start > 0 else ""
+    tail = "..." if stop < len(value) else ""
+    return f'"{head}{shown}{tail}"'
 
 
 def nests_too_deep(value: object) -> bool:

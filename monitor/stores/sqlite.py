@@ -112,6 +112,13 @@ class SqliteStore(TrialAsBatch):
         except sqlite3.Error as exc:
             self._lock.release()
             raise StoreError(f"cannot open state file {self._path}: {exc}") from exc
+        except OSError as exc:  # its folder cannot be made, or is read-only
+            self._lock.release()
+            raise StoreError(
+                f"cannot open state file {self._path}: {exc.strerror or exc} "
+                f"({exc.filename or self._path.parent}); give a state path in "
+                "a folder this user can write"
+            ) from exc
 
     @property
     def is_shared(self) -> bool:
@@ -241,7 +248,9 @@ class SqliteStore(TrialAsBatch):
         batches: dict[str, TrialBatch] = {}
         # A run configured after the open is left out: reopen to see it.
         replay_rows(batches, (row[1:] for row in rows), self._configured)
-        replay_batches(batches, (row[1:] for row in logged), self._configured)
+        replay_batches(
+            batches, (row[1:] for row in logged), self._configured, self._path
+        )
         for trials in batches.values():
             self._local.classify(trials)
         for name, trials_total, duplicates, corrections, rejected in self._db.execute(
@@ -400,7 +409,10 @@ class SqliteStore(TrialAsBatch):
                 arguments,
             )
             replay_batches(
-                batches, self._after_rowids(logged, "_last_batch_rowid"), None
+                batches,
+                self._after_rowids(logged, "_last_batch_rowid"),
+                None,
+                self._path,
             )
         for trials in batches.values():
             self._local.classify(trials)

@@ -164,12 +164,26 @@ def replay_batches(
     batches: dict[str, TrialBatch],
     rows: Iterable[tuple[Any, ...]],
     runs: set[str] | None,
+    path: Path | None = None,
 ) -> None:
-    """Add ``trial_batches`` rows (run, trials) to each run's batch, in order."""
+    """Add ``trial_batches`` rows (run, trials) to each run's batch, in order.
+
+    Raises:
+        StoreError: for a row whose trials cannot be read (named with the
+            state file at ``path``, and what to do).
+    """
     for run, body in rows:
         if runs is not None and run not in runs:
             continue
-        logged = _decode(body)
+        try:
+            logged = _decode(body)
+        except msgspec.DecodeError as exc:  # includes ValidationError
+            where = "the state file" if path is None else f"state file {path}"
+            raise StoreError(
+                f"{where} is damaged: a logged batch of run {run!r} cannot be "
+                f"read ({exc}); restore the file from a backup, or move it "
+                "aside to start afresh"
+            ) from exc
         size = len(logged.category)
         trials = batches.get(run)
         if trials is None:

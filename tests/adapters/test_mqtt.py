@@ -16,6 +16,7 @@ import pytest
 import scorio.eval as oracle
 
 from adapters.mqtt import MqttPublisher, MqttSource, run_of, trials_topic
+from adapters.mqtt.source import MAX_ATTEMPTS
 from adapters.prometheus import metrics_renderer
 from monitor import Monitor, RunConfig
 from monitor.config import HttpSettings, MqttSettings
@@ -44,6 +45,19 @@ def settings(broker: MosquittoBroker, prefix: str, **values: object) -> MqttSett
             **values,
         }
     )
+
+
+async def presubscribe(broker: MosquittoBroker, config: MqttSettings) -> None:
+    """The source's persistent session, subscribed before the source starts.
+
+    The broker keeps what is published meanwhile for the session (a shared
+    subscription deals to it too), as for a restarted worker, so a test may
+    publish at once instead of waiting for the source to subscribe.
+    """
+    async with aiomqtt.Client(
+        "127.0.0.1", broker.port, identifier=config.identifier, clean_session=False
+    ) as early:
+        await early.subscribe(trials_topic(config), qos=1)
 
 
 async def publish(broker: MosquittoBroker, topic: str, payloads: list[bytes]) -> None:
@@ -78,8 +92,8 @@ async def test_messages_not_committed_are_delivered_again_after_a_crash(
         for q in range(5)
     ]
     crashed = Recorder(hold=True)
+    await presubscribe(mosquitto, config)
     first = asyncio.create_task(MqttSource(config).run(crashed))
-    await asyncio.sleep(0.3)  # the source subscribes; its session persists
     await publish(mosquitto, f"{prefix}/r/trials", payloads)
 
     async def offered() -> bool:
@@ -129,8 +143,8 @@ async def test_trials_over_mqtt_appear_in_the_published_status_and_in_metrics(
                 statuses.append(json.loads(bytes(message.payload)))
 
         reader = asyncio.create_task(watch())
+        await presubscribe(mosquitto, config)
         async with service:
-            await asyncio.sleep(0.3)  # the source subscribes
             await publish(mosquitto, f"{prefix}/bench/trials", payloads)
 
             async def all_counted() -> bool:
@@ -178,8 +192,8 @@ async def test_malformed_payloads_are_dead_lettered_and_the_service_keeps_going(
         json.dumps({"model": "a"}).encode(),
         b'{"run": "other", "model": "a", "question": 1, "trial": 0, "correct": true}',
     ]
+    await presubscribe(mosquitto, config)
     async with service:
-        await asyncio.sleep(0.3)
         await publish(mosquitto, f"{prefix}/r/trials", [*bad, good])
 
         async def counted() -> bool:
@@ -206,8 +220,17 @@ async def test_two_workers_under_one_client_id_end_with_one_stopping_clearly(
         done, pending = await asyncio.wait(
             waits, timeout=30, return_when=asyncio.FIRST_COMPLETED
         )
-        await asyncio.sleep(2.0)
-        # The other one keeps the id: no more back and forth.
+        # The other one keeps the id and its work: a trial sent now is
+        # counted there, with no more back and forth.
+        survivor = services[1 - waits.index(next(iter(done)))]
+        good = {"model": "a", "question": 1, "trial": 0, "correct": True}
+        await publish(mosquitto, f"{prefix}/r/trials", [json.dumps(good).encode()])
+
+        async def counted_by_the_survivor() -> bool:
+            monitor = survivor.monitor
+            return "r" in monitor.runs and monitor.status("r").trials == 1
+
+        await eventually(counted_by_the_survivor)
         assert len(done) == 1 and not any(task.done() for task in pending)
         for task in pending:
             task.cancel()
@@ -228,3 +251,129 @@ def test_a_per_process_client_id_has_no_persistent_session() -> None:
     assert MqttSettings(url="mqtt://h").identifier == (
         f"scorio-monitor-{socket.gethostname()}"
     )
+
+
+async def test_invalid_utf8_on_a_shared_subscription_stalls_no_worker(
+    mosquitto: MosquittoBroker, prefix: str
+) -> None:
+    """Two workers share the trials; events with invalid UTF-8 among them
+    are each refused once, and every good one is counted by one worker."""
+    configs = [
+        settings(
+            mosquitto,
+            prefix,
+            shared_group=f"{prefix}-group",
+            client_id=f"{prefix}-worker-{number}",
+        )
+        for number in range(2)
+    ]
+    for config in configs:
+        await presubscribe(mosquitto, config)
+    good = [
+        json.dumps({"model": "a", "question": q, "trial": 0, "correct": True}).encode()
+        for q in range(200)
+    ]
+    bad: list[bytes] = []
+    for copy in range(7):
+        bad += [
+            b'{"model": "a\xff", "question": 1, "trial": 0, "correct": true}',
+            b'{"model": "a", "question": "\xc3", "trial": 0, "correct": true}',
+            # An array: its good event counts, the other is refused.
+            b'[{"model": "a", "question": %d, "trial": 0, "correct": true}, '
+            b'{"model": "\xed\xa0\x80", "question": 1, "trial": 0, "correct": true}]'
+            % (900 + copy),
+        ]
+    mixed: list[bytes] = []
+    for index, message in enumerate(good):
+        mixed += [message, *bad[index : index + 1]]
+    monitors = [Monitor(), Monitor()]
+    services = [
+        Service(monitor, [MqttSource(config)])
+        for monitor, config in zip(monitors, configs, strict=True)
+    ]
+    async with services[0], services[1]:
+        await publish(mosquitto, f"{prefix}/r/trials", mixed)
+
+        async def settled() -> bool:
+            counted = sum(
+                monitor.status("r").trials
+                for monitor in monitors
+                if "r" in monitor.runs
+            )
+            refused = sum(sum(s.snapshot.rejected.values()) for s in services)
+            return counted == 200 + 7 and refused == 21
+
+        await eventually(settled)
+    letters = [
+        letter for monitor in monitors for letter in monitor.store.dead_letters()
+    ]
+    assert len(letters) == 21
+    assert all(
+        letter.reason.startswith("invalid JSON: invalid UTF-8 in the string")
+        for letter in letters
+    )
+    # Both workers had their share of the traffic.
+    assert all(service.snapshot.ingested > 0 for service in services)
+
+
+class FailingOn:
+    """A sink that fails on one marked payload, as a crashing bug would."""
+
+    def __init__(self, marker: bytes) -> None:
+        self.marker = marker
+        self.counted: list[bytes] = []
+
+    async def ingest_payloads(
+        self, payloads: Sequence[Payload], cursor: tuple[str, str] | None = None
+    ) -> IngestReport:
+        if any(self.marker in payload.data for payload in payloads):
+            raise RuntimeError("processing crashed")
+        self.counted.extend(payload.data for payload in payloads)
+        return IngestReport(len(payloads), 0, 0, (), ())
+
+
+async def test_a_message_that_keeps_failing_is_not_delivered_for_ever(
+    mosquitto: MosquittoBroker, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A commit that fails (a bug, not bad input) holds back only the
+    message that fails, and that one only for ``MAX_ATTEMPTS`` attempts."""
+    config = settings(mosquitto, prefix)
+    source = MqttSource(config)
+    sink = FailingOn(b"poison")
+    await presubscribe(mosquitto, config)
+    messages = [b"good-1", b"poison", b"good-2"]
+    await publish(mosquitto, f"{prefix}/r/trials", messages)
+
+    async def supervised() -> None:
+        """Restart the source after each crash, as the service does."""
+        while True:
+            try:
+                await source.run(sink)
+            except RuntimeError:
+                continue
+
+    task = asyncio.create_task(supervised())
+    try:
+
+        async def went_on() -> bool:
+            return sink.counted == [b"good-1", b"good-2"]
+
+        await eventually(went_on)
+        await publish(mosquitto, f"{prefix}/r/trials", [b"good-3"])
+
+        async def still_going() -> bool:
+            return sink.counted[-1:] == [b"good-3"]
+
+        await eventually(still_going)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert sink.counted == [b"good-1", b"good-2", b"good-3"]
+    told = [
+        r.getMessage() for r in caplog.records if "without counting" in r.getMessage()
+    ]
+    assert told == [
+        f"message on {prefix}/r/trials (6 bytes) failed to commit {MAX_ATTEMPTS} "
+        "times; acknowledged without counting it"
+    ]

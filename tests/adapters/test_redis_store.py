@@ -41,6 +41,7 @@ from monitor.stores.records import (
     PendingEvent,
     StoredState,
 )
+from tests.helpers import eventually
 from tests.monitor.streams import messy, stream_of
 from tests.services import RedisServer, redis_server
 
@@ -899,9 +900,17 @@ def test_workers_take_turns_to_refresh_a_status(
     wait = other.status_turn("r", 0.5)
     assert 0.0 < wait <= 0.5
     assert other.status_turn("other run", 0.5) == 0.0
-    time.sleep(wait + 0.05)
+    turn = redis_keys.status_turn(store.prefix, "r")
+    with Redis.from_url(redis.url) as client:
+        while client.exists(turn):  # until the first worker's turn expires
+            time.sleep(0.01)
     assert other.status_turn("r", 0.5) == 0.0
     other.close()
+
+
+async def has_status(service: Service, run: str) -> bool:
+    """Whether the service's first status of the run is out."""
+    return run in service.snapshot.statuses
 
 
 async def test_a_status_waits_for_its_turn_while_another_worker_holds_it(
@@ -962,7 +971,7 @@ async def test_a_worker_waiting_for_a_status_turn_does_not_ask_again_per_trial(
 
     service = Service(Monitor(store), status_interval_s=0.01, status_turn=turn)
     async with service:
-        await asyncio.sleep(0.2)  # the first statuses are out
+        await eventually(lambda: has_status(service, "r"))
         assert other.status_turn("r", 1.0) == 0.0  # another worker's turn
         held_from = time.monotonic()
         for trial in range(50):

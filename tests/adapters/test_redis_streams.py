@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import pytest
 import redis
 import scorio.eval as oracle
+from redis.typing import EncodableT, FieldT
 
 from adapters.redis import keys
 from adapters.redis.streams import RedisStreamSource
@@ -79,7 +80,7 @@ async def test_malformed_entries_are_dead_lettered_with_a_reason(
     client = redis_client(redis)
     stream = keys.trial_stream(prefix, "r")
     client.xadd(stream, {"data": "{oops"})
-    client.xadd(stream, {"model": "a", "question": "1", "trial": "0", "category": "1"})
+    client.xadd(stream, {"model": "a", "question": "1", "trial": "0", "category": "x"})
     client.xadd(
         stream,
         {
@@ -98,7 +99,8 @@ async def test_malformed_entries_are_dead_lettered_with_a_reason(
     reasons = [letter.reason for letter in monitor.store.dead_letters()]
     assert any(reason.startswith("invalid JSON") for reason in reasons)
     assert any(
-        "category: Input should be a valid integer" in reason for reason in reasons
+        'category: Input should be a valid integer; got "x"' in reason
+        for reason in reasons
     )
 
 
@@ -189,3 +191,185 @@ async def supervised(source: RedisStreamSource, sink: FailingOn) -> None:
 
 def redis_client(server: RedisServer) -> redis.Redis:
     return redis.Redis(port=server.port)
+
+
+async def test_a_poison_entry_whose_fields_are_not_utf8_reaches_the_dead_letter_stream(
+    redis: RedisServer, prefix: str
+) -> None:
+    """Moving it aside must not fail on the bytes it holds."""
+    client = redis_client(redis)
+    stream = keys.trial_stream(prefix, "r")
+    client.xadd(stream, {"model": b"poison\xff", "question": "1"})
+    source = RedisStreamSource(
+        settings(redis, prefix, claim_idle_ms=100, max_deliveries=2, batch_size=1)
+    )
+    task = asyncio.create_task(supervised(source, FailingOn(b"poison")))
+    try:
+
+        async def dead_lettered() -> bool:
+            return client.xlen(keys.poison_trials(prefix)) == 1
+
+        await eventually(dead_lettered, timeout_s=20)
+    finally:
+        task.cancel()
+    entries = client.xrange(keys.poison_trials(prefix))
+    assert isinstance(entries, list) and entries[0][1] is not None
+    assert entries[0][1][b"data"] == b'{"model":"poison\xff","question":"1"}'
+    assert int(client.xpending(stream, "monitor")["pending"]) == 0
+
+
+DOCUMENTED_FORMS: list[dict[FieldT, EncodableT]] = [
+    # event '<json>', as the documentation writes it, and data '<json>'.
+    {"event": json.dumps({"model": "a", "question": 1, "trial": 0, "category": 1})},
+    {"data": json.dumps({"model": "a", "question": 1, "trial": 1, "correct": False})},
+    {
+        "event": json.dumps(
+            [{"model": "b", "question": q, "trial": 0, "category": 1} for q in range(2)]
+        )
+    },
+    # The event's fields as stream fields: Redis carries only strings.
+    {"model": "a", "question": "2", "trial": "0", "category": "1"},
+    {
+        "model": "a",
+        "question": "2",
+        "trial": "1",
+        "correct": "true",
+        "cost": '{"tokens": 812, "seconds": 4.2}',
+        "ts": "2026-11-27T10:00:00Z",
+    },
+    {
+        "run": "r",
+        "model": "b",
+        "question": "3",
+        "trial": "7",
+        "category": "0",
+        "prior": "false",
+        "ts": "1764237600.5",
+    },
+]
+
+
+async def test_every_documented_entry_form_is_counted(
+    redis: RedisServer, prefix: str
+) -> None:
+    client = redis_client(redis)
+    stream = keys.trial_stream(prefix, "r")
+    for fields in DOCUMENTED_FORMS:
+        client.xadd(stream, fields)
+    monitor = Monitor()
+    monitor.configure(RunConfig(run="r", weights=[0.0, 1.0]))
+    async with Service(monitor, [RedisStreamSource(settings(redis, prefix))]):
+
+        async def counted() -> bool:
+            return monitor.status("r").trials == 7
+
+        await eventually(counted)
+    status = monitor.status("r")
+    assert status.rejected == 0 and not monitor.store.dead_letters()
+    assert {row.model: row.trials for row in status.models} == {"a": 4, "b": 3}
+    assert {row.model: row.cost_tokens for row in status.models}["a"] == 812
+
+
+async def test_invalid_utf8_in_any_entry_form_is_dead_lettered_alone(
+    redis: RedisServer, prefix: str
+) -> None:
+    client = redis_client(redis)
+    stream = keys.trial_stream(prefix, "r")
+    good: list[dict[FieldT, EncodableT]] = [
+        {"data": json.dumps({"model": "a", "question": 1, "trial": t, "category": 1})}
+        for t in range(4)
+    ]
+    bad: list[dict[FieldT, EncodableT]] = [
+        {"data": b'{"model": "a\xff", "question": 1, "trial": 9, "category": 1}'},
+        {
+            "event": b'[{"model": "a", "question": 1, "trial": 8, "category": 1},'
+            b' {"model": "\xc3", "question": 1, "trial": 9, "category": 1}]'
+        },
+        {"model": b"a\xff", "question": b"1", "trial": b"9", "category": b"1"},
+        {"model": b"a", b"qu\xffestion": b"1", "trial": b"9", "category": b"1"},
+    ]
+    # A stream whose run id is not UTF-8 is never read (said once in the log).
+    client.xadd(
+        keys.trial_stream(prefix, "r").replace("{r}", "{r\xff}").encode("latin-1"),
+        {"data": b"{}"},
+    )
+    for good_fields, bad_fields in zip(good, bad, strict=True):
+        client.xadd(stream, good_fields)
+        client.xadd(stream, bad_fields)
+    monitor = Monitor()
+    monitor.configure(RunConfig(run="r", weights=[0.0, 1.0]))
+    async with Service(monitor, [RedisStreamSource(settings(redis, prefix))]):
+
+        async def settled() -> bool:
+            status = monitor.status("r")
+            return status.trials == 5 and status.rejected == 4
+
+        await eventually(settled)
+
+        async def acknowledged() -> bool:
+            return int(client.xpending(stream, "monitor")["pending"]) == 0
+
+        await eventually(acknowledged)
+    reasons = [letter.reason for letter in monitor.store.dead_letters()]
+    assert reasons == [
+        'invalid JSON: invalid UTF-8 in the string "a\\xff"',
+        'invalid JSON: invalid UTF-8 in the string "\\xc3"',
+        'invalid JSON: invalid UTF-8 in the string "a\\xff"',
+        'invalid JSON: invalid UTF-8 in the string "qu\\xffestion"',
+    ]
+    assert client.exists(keys.poison_trials(prefix)) == 0
+
+
+async def test_after_a_crash_only_the_entry_that_fails_again_is_dead_lettered(
+    redis: RedisServer, prefix: str
+) -> None:
+    """The batch that crashed is read again one entry at a time: the good
+    entries of it count, the failing one alone goes to the poison stream."""
+    client = redis_client(redis)
+    stream = keys.trial_stream(prefix, "r")
+    for data in (b"good-1", b"poison", b"good-2"):
+        client.xadd(stream, {"data": data})
+    source = RedisStreamSource(settings(redis, prefix, max_deliveries=2))
+    sink = FailingOn(b"poison")
+    task = asyncio.create_task(supervised(source, sink))
+    try:
+
+        async def went_on() -> bool:
+            return sink.counted == [b"good-1", b"good-2"]
+
+        await eventually(went_on, timeout_s=20)
+
+        async def dead_lettered() -> bool:
+            return client.xlen(keys.poison_trials(prefix)) == 1
+
+        await eventually(dead_lettered, timeout_s=20)
+    finally:
+        task.cancel()
+    entries = client.xrange(keys.poison_trials(prefix))
+    assert isinstance(entries, list) and entries[0][1] is not None
+    assert entries[0][1][b"data"] == b"poison"
+    assert int(client.xpending(stream, "monitor")["pending"]) == 0
+
+
+async def test_a_pending_entry_deleted_from_the_stream_is_let_go(
+    redis: RedisServer, prefix: str
+) -> None:
+    client = redis_client(redis)
+    stream = keys.trial_stream(prefix, "r")
+    client.xgroup_create(stream, "monitor", id="0", mkstream=True)
+    gone = client.xadd(stream, {"data": b"taken, then deleted"})
+    config = settings(redis, prefix)
+    client.xreadgroup("monitor", config.consumer, {stream: ">"})  # a crash after
+    client.xdel(stream, gone)
+    client.xadd(stream, {"data": b"next"})
+    sink = FailingOn(b"never")
+    task = asyncio.create_task(supervised(RedisStreamSource(config), sink))
+    try:
+
+        async def went_on() -> bool:
+            return sink.counted == [b"next"]
+
+        await eventually(went_on, timeout_s=20)
+    finally:
+        task.cancel()
+    assert int(client.xpending(stream, "monitor")["pending"]) == 0

@@ -22,7 +22,9 @@ import httpx
 import numpy as np
 import pytest
 import scorio.eval as oracle
+from redis import Redis
 
+from adapters.redis import keys as redis_keys
 from tests.helpers import (
     eventually,
     trial_events,
@@ -191,13 +193,19 @@ async def test_a_redis_restart_mid_stream_keeps_every_count(
     ):
         config, base = write_config(tmp_path, broker, prefix, redis_url=redis.url)
         topic = f"{prefix}/bench/trials"
-        with worker(config, tmp_path / "worker.log"):
+        log_file = tmp_path / "worker.log"
+        with worker(config, log_file):
             await eventually(lambda: _up(base), timeout_s=30)
             half = len(payloads) // 2
             await publish_all(broker, topic, payloads[:half])
             redis.kill()  # a crash: AOF with fsync always keeps what was acknowledged
             await publish_all(broker, topic, payloads, start=half)
-            await asyncio.sleep(1.0)
+
+            async def store_down() -> bool:
+                # The worker met the dead server and waits to retry.
+                return "store unavailable" in log_file.read_text(errors="replace")
+
+            await eventually(store_down)
             redis.start()
             await wait_counted(base, results.size)
             assert_exact(await status_of(base), results)
@@ -239,7 +247,15 @@ async def test_two_workers_sharing_a_subscription_count_exactly_and_fire_events_
                     return any(event["kind"] == "ranking_stable" for event in events)
 
                 await eventually(stable)
-                await asyncio.sleep(1.0)  # time for any duplicate to show up
+
+                # Every event stored in Redis has come out over MQTT (a
+                # duplicate would be stored, and so published, too).
+                async def all_published() -> bool:
+                    with Redis.from_url(redis.url) as client:
+                        stored = int(client.xlen(redis_keys.events(prefix, "bench")))
+                    return stored > 0 and len(events) >= stored
+
+                await eventually(all_published)
                 assert_exact(await status_of(base), results)
                 assert_exact(await status_of(other), results)
             reader.cancel()

@@ -15,12 +15,14 @@ class StubbornSource:
 
     def __init__(self) -> None:
         self.cancellations = 0
+        self.started = asyncio.Event()
 
     @property
     def name(self) -> str:
         return "stubborn"
 
     async def run(self, sink: IngestSink) -> None:
+        self.started.set()
         while True:
             try:
                 await asyncio.sleep(3600)
@@ -34,6 +36,6 @@ async def test_closing_ends_a_source_that_swallows_a_cancellation() -> None:
     source = StubbornSource()
     started = time.monotonic()
     async with Service(Monitor(), [source]):
-        await asyncio.sleep(0.05)
+        await source.started.wait()
     assert source.cancellations == 2
     assert time.monotonic() - started < 10

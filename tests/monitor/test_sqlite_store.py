@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -9,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import closing
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -295,3 +298,98 @@ def test_the_log_keeps_a_row_per_call_with_costs_through_a_restart(
         assert second.store.counts("r") == before
         assert second.status("r") == status
         assert sum(counts.costed_trials for counts in before.values()) == 60
+
+
+def unwritable_folder(folder: Path) -> Path:
+    """``folder`` made read-only for this process (for root, which ignores
+    the mode, made immutable with ``chattr +i``); undo with :func:`writable`."""
+    folder.mkdir()
+    folder.chmod(0o555)
+    if os.access(folder, os.W_OK):
+        subprocess.run(["chattr", "+i", str(folder)], check=True)
+    probe = folder / "probe"
+    with pytest.raises(OSError):
+        probe.touch()
+    return folder
+
+
+def writable(folder: Path) -> None:
+    if folder.stat().st_mode & 0o200 == 0:
+        if shutil.which("chattr"):
+            subprocess.run(["chattr", "-i", str(folder)], check=False)
+        folder.chmod(0o755)
+
+
+@pytest.mark.parametrize("inside", ["state.db", "new/state.db"])
+def test_a_state_file_in_a_read_only_folder_is_refused_in_one_line(
+    tmp_path: Path, inside: str
+) -> None:
+    folder = unwritable_folder(tmp_path / "read-only")
+    try:
+        with pytest.raises(StoreError) as refused:
+            Monitor(folder / inside)
+    finally:
+        writable(folder)
+    message = str(refused.value)
+    assert message.startswith(f"cannot open state file {folder / inside}: ")
+    assert "\n" not in message and "a folder this user can write" in message
+
+
+def test_watch_into_a_read_only_folder_says_why_in_one_line(tmp_path: Path) -> None:
+    folder = unwritable_folder(tmp_path / "read-only")
+    lines = tmp_path / "trials.jsonl"
+    lines.write_text(
+        '{"run": "r", "model": "a", "question": 1, "trial": 0, "correct": true}\n'
+    )
+    try:
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "monitor.cli",
+                "watch",
+                str(lines),
+                "--json",
+                "--state",
+                str(folder / "state.db"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        writable(folder)
+    assert result.returncode != 0
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(
+        f"scorio-monitor: error: cannot open state file {folder / 'state.db'}: "
+    )
+    assert line.endswith("give a state path in a folder this user can write")
+
+
+def test_a_damaged_batch_in_the_trial_log_names_the_file_and_what_to_do(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.db"
+    with Monitor(path) as monitor:
+        monitor.ingest(
+            [
+                {"run": "r", "model": "a", "question": q, "trial": 0, "correct": True}
+                for q in range(600)
+            ]
+        )
+    with closing(sqlite3.connect(path)) as db, db:
+        (count,) = db.execute("SELECT count(*) FROM trial_batches").fetchone()
+        assert count >= 1
+        # A model id that is a number: the kind of damage a bad disk makes.
+        bad = msgspec.msgpack.encode([[1], ["q"], ["0"], [False], [1], [], [], []])
+        db.execute("UPDATE trial_batches SET trials = ?", (bad,))
+    with pytest.raises(StoreError) as refused:
+        Monitor(path)
+    message = str(refused.value)
+    assert message.startswith(
+        f"state file {path} is damaged: a logged batch of run 'r' cannot be read ("
+    )
+    assert message.endswith(
+        "restore the file from a backup, or move it aside to start afresh"
+    )

@@ -1,4 +1,4 @@
-"""The engine thread runs queued light calls before heavy ones (issue 15, point 4)."""
+"""The engine thread runs queued light calls before heavy ones."""
 
 from __future__ import annotations
 
@@ -21,17 +21,25 @@ async def test_light_calls_overtake_queued_heavy_ones() -> None:
         order.append(name)
         return name
 
-    running = asyncio.create_task(worker.run(lambda: release.wait(5.0)))
-    await asyncio.sleep(0.05)  # the blocking call holds the thread
+    holding = threading.Event()
+
+    def block() -> bool:
+        holding.set()
+        return release.wait(5.0)
+
+    running = asyncio.create_task(worker.run(block))
+    assert await asyncio.to_thread(holding.wait, 5.0)  # the thread is held
     heavy = [
         asyncio.create_task(
             worker.run(functools.partial(note, f"heavy{n}"), heavy=True)
         )
         for n in range(3)
     ]
-    await asyncio.sleep(0.01)
+    # A task queues its call at its first step, before it awaits anything:
+    # one pass of the loop queues the heavy ones, the next the light one.
+    await asyncio.sleep(0)
     light = asyncio.create_task(worker.run(lambda: note("light")))
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0)
     release.set()
     assert await running is True
     assert await light == "light"

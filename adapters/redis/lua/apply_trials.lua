@@ -29,8 +29,10 @@
 --          model as a JSON string, tokens, seconds ("" when not reported)
 --
 -- Returns "<version>|<previous categories>": the run's version after this
--- chunk, then the previous category of every trial, comma-separated, -1 for
--- a new one, or "new" when every trial was new. A repeat inside the chunk sees the delivery before it, as
+-- chunk (after "=" when this chunk left it as it was, so a version another
+-- writer made is never taken for this one's), then the previous category
+-- of every trial, comma-separated, -1 for a new one, or "new" when every
+-- trial was new. A repeat inside the chunk sees the delivery before it, as
 -- monitor.ledger does. Every read happens before the first write, so an
 -- error (a key of the wrong type, a count that is not an integer) leaves
 -- the keys untouched.
@@ -264,12 +266,16 @@ if new + corrections > 0 and version > logged then
     'n', table.concat(delta_texts, ','),
     'c', '[' .. table.concat(sums_out, ',') .. ']')
 end
+local answer = text(version)
+if new + corrections == 0 then
+  answer = '=' .. answer
+end
 if new == n then
-  return text(version) .. '|new'
+  return answer .. '|new'
 end
 for i = 1, n do
   if not previous[i] then
     previous[i] = '-1'
   end
 end
-return text(version) .. '|' .. table.concat(previous, ',')
+return answer .. '|' .. table.concat(previous, ',')
