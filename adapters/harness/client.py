@@ -83,16 +83,26 @@ def attempt_id(eval_id: str, index: int | str) -> str:
 
 
 def transport_for(
-    url: str, *, token: str | None = None, topic_prefix: str = "scorio"
+    url: str,
+    *,
+    token: str | None = None,
+    topic_prefix: str = "scorio",
+    timeout_s: float = 10.0,
+    check_timeout_s: float = 1.0,
 ) -> Transport:
     """An HTTP transport for ``http(s)://``, an MQTT one for ``mqtt(s)://``.
+
+    ``timeout_s`` and ``check_timeout_s`` bound an HTTP request and the
+    first contact (see :class:`HttpTransport`).
 
     Raises:
         ValueError: for any other URL.
     """
     scheme = urlsplit(url).scheme
     if scheme in ("http", "https"):
-        return HttpTransport(url, token=token)
+        return HttpTransport(
+            url, token=token, timeout_s=timeout_s, check_timeout_s=check_timeout_s
+        )
     if scheme in ("mqtt", "mqtts"):
         return MqttTransport(url, topic_prefix=topic_prefix)
     raise ValueError(f"monitor url must be http(s):// or mqtt(s)://; got {url!r}")
@@ -117,6 +127,10 @@ class AsyncMonitorClient:
         max_buffered: The most unsent trials kept (see :attr:`is_full`).
         retry: Backoff for transient failures (default :class:`Retry`).
         breaker: Waits of the circuit breaker after an operation gave up.
+        last_try_s: If set, how long the last flush on close may wait when
+            the monitor is away (a monitor that hangs would otherwise hold
+            the close for a whole request timeout); what it did not send is
+            reported as undelivered.
 
     Examples:
         >>> from monitor import Monitor
@@ -141,9 +155,13 @@ class AsyncMonitorClient:
         max_buffered: int = 100_000,
         retry: Retry | None = None,
         breaker: BreakerSettings | None = None,
+        last_try_s: float | None = None,
     ) -> None:
         if flush_interval_s is not None and flush_interval_s <= 0:
             raise ValueError(f"flush_interval_s must be > 0; got {flush_interval_s}")
+        if last_try_s is not None and not last_try_s > 0:
+            raise ValueError(f"last_try_s must be > 0; got {last_try_s}")
+        self._last_try_s = last_try_s
         self._buffer = TrialBuffer(batch_size, max_buffered)
         self._transport = transport
         self._flush_interval_s = flush_interval_s
@@ -191,13 +209,11 @@ class AsyncMonitorClient:
             if self._flusher is not None and self._group is not None:
                 self._flusher.cancel()
                 await self._group.__aexit__(None, None, None)
-            # One last try even if the breaker is open: the monitor may be back.
-            self._breaker.probe_now()
             if kind is None:
-                await self.flush()
+                await self._last_flush()
             else:
                 try:
-                    await self.flush()
+                    await self._last_flush()
                 except MonitorError as exc:
                     log.error(
                         "%d trials were not delivered: %s", self._buffer.pending, exc
@@ -205,6 +221,22 @@ class AsyncMonitorClient:
         finally:
             self._state = Lifecycle.CLOSED
             await self._transport.__aexit__(kind, error, traceback)
+
+    async def _last_flush(self) -> None:
+        # One last try even if the breaker is open: the monitor may be back.
+        away = self._breaker.is_open
+        self._breaker.probe_now()
+        if not away or self._last_try_s is None or not self._buffer.pending:
+            await self.flush()
+            return
+        try:
+            async with asyncio.timeout(self._last_try_s):
+                await self.flush()
+        except TimeoutError:
+            raise MonitorUnavailableError(
+                f"the monitor at {self._transport.name} did not answer the last "
+                f"try within {self._last_try_s} s"
+            ) from None
 
     # -- trials ------------------------------------------------------------
 
@@ -312,6 +344,34 @@ class AsyncMonitorClient:
                 log.exception("background flush failed; will try again")
 
     # -- questions ---------------------------------------------------------
+
+    async def check(self) -> None:
+        """The first contact: raise unless a scorio monitor answers there.
+
+        Call it before the work starts, so a wrong address fails once, with
+        one clear message, instead of every batch failing later.
+
+        Raises:
+            NotAMonitorError: something answers, but not a scorio monitor
+                (e.g. a URL with a wrong path: HTTP 404).
+            MonitorUnavailableError: nothing answered (the circuit breaker
+                warns once; reported trials wait in the buffer).
+        """
+        self._require_running()
+        await self._retrying("contacting the monitor", self._transport.check)
+
+    async def config(self, run: str) -> RunConfig:
+        """The run's config (what ``GET /runs/{run}/config`` answers).
+
+        Raises:
+            UnknownRunError: when the monitor does not know the run.
+            NotImplementedError: over MQTT.
+        """
+        self._require_running()
+        return await self._retrying(
+            f"reading the config of run {run!r}",
+            functools.partial(self._transport.config, run),
+        )
 
     async def status(self, run: str) -> Status:
         """The run's status (what ``GET /runs/{run}/status`` answers).

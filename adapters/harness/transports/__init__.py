@@ -21,11 +21,13 @@ into monitor errors::
     ├── ConfigError              a run declaration was refused
     ├── MonitorUnavailableError  no connection, a timeout, HTTP 408, 429 or 5xx
     └── RequestRejectedError     any other refusal, or an unreadable answer
+        └── NotAMonitorError     the first contact found no scorio monitor there
 """
 
 from adapters.harness.transports.base import (
     RESERVED_IN_RUN,
     MonitorUnavailableError,
+    NotAMonitorError,
     RequestRejectedError,
     Transport,
     check_run,
@@ -41,6 +43,7 @@ __all__ = [
     "HttpTransport",
     "MonitorUnavailableError",
     "MqttTransport",
+    "NotAMonitorError",
     "RequestRejectedError",
     "Transport",
     "check_run",

@@ -45,6 +45,14 @@ class RequestRejectedError(MonitorError):
         self.status = status
 
 
+class NotAMonitorError(RequestRejectedError):
+    """The address answers, but not as a scorio monitor (e.g. a wrong path).
+
+    Raised by the first contact (:meth:`Transport.check`); nothing sent there
+    would ever be counted, so the caller stops before it sends.
+    """
+
+
 class Transport(Protocol):
     """One way to reach a monitor; entered around its use by one client."""
 
@@ -61,6 +69,19 @@ class Transport(Protocol):
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None: ...
+
+    async def check(self) -> None:
+        """The first contact: is a scorio monitor there?
+
+        Raises:
+            NotAMonitorError: something answers, but not a monitor.
+            MonitorUnavailableError: nothing answers (yet).
+        """
+        ...
+
+    async def config(self, run: str) -> RunConfig:
+        """The run's config (UnknownRunError for a run it does not know)."""
+        ...
 
     async def send(self, run: str, events: Sequence[TrialEvent]) -> None:
         """Deliver one batch of a run's trials (one request or message)."""

@@ -55,6 +55,12 @@ class EmbeddedTransport:
     ) -> None:
         return None
 
+    async def check(self) -> None:
+        return None  # in this process: nothing to contact
+
+    async def config(self, run: str) -> RunConfig:
+        return await self._call(functools.partial(self._monitor.config, run))
+
     async def send(self, run: str, events: Sequence[TrialEvent]) -> None:
         check_run(run)
         report = await self._call(

@@ -17,6 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from adapters.harness.transports.base import (
     MonitorUnavailableError,
+    NotAMonitorError,
     RequestRejectedError,
     check_run,
     encode,
@@ -37,13 +38,21 @@ class HttpTransport:
         url: The service's base URL, e.g. ``http://127.0.0.1:8000``.
         token: Bearer token for the write routes, if the service has one.
         timeout_s: Time limit of one request.
+        check_timeout_s: Time limit of the first contact (:meth:`check`):
+            a monitor that is there answers it in milliseconds, so one that
+            takes longer is taken for away rather than waited for.
 
     Raises:
         ValueError: for a URL that is not ``http(s)://host[:port]``.
     """
 
     def __init__(
-        self, url: str, *, token: str | None = None, timeout_s: float = 10.0
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        timeout_s: float = 10.0,
+        check_timeout_s: float = 1.0,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -51,6 +60,7 @@ class HttpTransport:
         self._url = url.rstrip("/")
         self._token = token
         self._timeout_s = timeout_s
+        self._check_timeout_s = min(check_timeout_s, timeout_s)
         self._http: httpx.AsyncClient | None = None
 
     @property
@@ -77,6 +87,32 @@ class HttpTransport:
         if self._http is not None:
             await self._http.aclose()
             self._http = None
+
+    async def check(self) -> None:
+        where = f"GET {self._url}/healthz"
+        try:
+            response = await self._request(
+                "GET", "/healthz", None, timeout_s=self._check_timeout_s
+            )
+        except RequestRejectedError as exc:
+            raise NotAMonitorError(
+                self._not_a_monitor(f"{where} answered {exc}")
+            ) from exc
+        answer = _json(response)
+        if not isinstance(answer, dict) or answer.get("status") != "ok":
+            raise NotAMonitorError(
+                self._not_a_monitor(f"{where} answered {response.text[:100]!r}")
+            )
+
+    def _not_a_monitor(self, what: str) -> str:
+        return (
+            f"{self._url} is not a scorio monitor ({what}); give the service's "
+            "base URL, e.g. http://127.0.0.1:8000, without a path"
+        )
+
+    async def config(self, run: str) -> RunConfig:
+        response = await self._request("GET", f"{_run_path(run)}/config", run)
+        return _parsed(RunConfig.model_validate_json, response)
 
     async def send(self, run: str, events: Sequence[TrialEvent]) -> None:
         response = await self._request(
@@ -126,6 +162,7 @@ class HttpTransport:
         *,
         content: bytes | None = None,
         params: dict[str, int | float | str] | None = None,
+        timeout_s: float | None = None,
     ) -> httpx.Response:
         """The one place httpx's errors and HTTP statuses become monitor errors."""
         if self._http is None:
@@ -133,7 +170,16 @@ class HttpTransport:
         headers = {"Content-Type": "application/json"} if content is not None else {}
         try:
             response = await self._http.request(
-                method, path, content=content, params=params, headers=headers
+                method,
+                path,
+                content=content,
+                params=params,
+                headers=headers,
+                timeout=(
+                    httpx.USE_CLIENT_DEFAULT
+                    if timeout_s is None
+                    else httpx.Timeout(timeout_s)
+                ),
             )
         except httpx.HTTPError as exc:
             raise MonitorUnavailableError(
