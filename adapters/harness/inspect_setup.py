@@ -32,7 +32,11 @@ from inspect_ai.scorer import (
 
 from adapters.harness.client import AsyncMonitorClient, transport_for
 from adapters.harness.retry import Retry
-from adapters.harness.transports import EmbeddedTransport, check_run
+from adapters.harness.transports import (
+    EmbeddedTransport,
+    StateFileTransport,
+    check_run,
+)
 from monitor.engine.monitor import Monitor
 from monitor.errors import ConfigError, MonitorError, UnknownRunError
 from monitor.schema import RunConfig
@@ -174,15 +178,19 @@ async def connect(
             yield client
         return
     path = settings.state or "scorio-monitor.db"
-    monitor = await asyncio.to_thread(
-        lambda: Monitor(
-            SqliteStore(path, read_only=read_only, run=run if read_only else None),
-            shared_refresh_s=0.0,
+    if read_only:
+        monitor = await asyncio.to_thread(
+            lambda: Monitor(
+                SqliteStore(path, read_only=True, run=run), shared_refresh_s=0.0
+            )
         )
-    )
+        local: EmbeddedTransport | StateFileTransport = EmbeddedTransport(monitor)
+    else:
+        # Several evals may feed one state file: one writes, the others spool.
+        local = StateFileTransport(path)
     try:
         async with AsyncMonitorClient(
-            EmbeddedTransport(monitor),
+            local,
             batch_size=settings.batch_size,
             flush_interval_s=flush_interval_s,
             max_buffered=settings.max_buffered,
@@ -190,7 +198,8 @@ async def connect(
         ) as client:
             yield client
     finally:
-        await asyncio.to_thread(monitor.close)
+        if read_only:
+            await asyncio.to_thread(monitor.close)
 
 
 def run_name(task: str) -> str:

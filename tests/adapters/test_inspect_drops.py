@@ -6,7 +6,11 @@ Inspect's default concurrency, as in tests/adapters/test_inspect_loop.py.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +29,7 @@ from inspect_ai.scorer import (
 from inspect_ai.solver import TaskState, generate
 
 from adapters.harness.inspect_ai import inspect_weights
+from adapters.harness.transports import StateFileTransport, spool_of
 from monitor import Monitor, RunConfig
 from monitor.config import HttpSettings
 from monitor.http.app import create_app
@@ -35,6 +40,8 @@ from tests.adapters.test_inspect_loop import PROVIDER, QUESTIONS, evaluate, mode
 from tests.helpers import serving
 
 pytestmark = [pytest.mark.filterwarnings(text) for text in INSPECT_OWN_WARNINGS]
+REPO = Path(__file__).resolve().parents[2]
+TASKS = Path(__file__).with_name("inspect_tasks.py")
 PARTIAL_CREDIT = '{"C": 2, "P": 1, "I": 0}'
 # Questions a "yes" earns half the credit on.
 HALF = {"q1", "q4", "q7"}
@@ -55,7 +62,11 @@ def graded() -> Scorer:
 def graded_task(epochs: int) -> Task:
     dataset = MemoryDataset([Sample(id=q, input=q, target="yes") for q in QUESTIONS])
     return Task(
-        name="graded", dataset=dataset, solver=generate(), scorer=graded(), epochs=epochs
+        name="graded",
+        dataset=dataset,
+        solver=generate(),
+        scorer=graded(),
+        epochs=epochs,
     )
 
 
@@ -157,3 +168,76 @@ async def test_a_url_that_is_not_a_monitor_fails_once_at_the_first_contact(
     assert f"{base}/scorio is not a scorio monitor" in message
     assert "404" in message
     assert not any("try again" in r.getMessage() for r in caplog.records)
+
+
+# -- 7. two processes, one state file ---------------------------------------
+
+
+def inspect_eval(state: Path, log_dir: Path, name: str, epochs: int) -> None:
+    """One ``inspect eval`` process of ``yesno`` on model ``name``."""
+    environment = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        "INSPECT_DISPLAY": "none",
+        "SCORIO_MONITOR_STATE": str(state),
+    }
+    finished = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("inspect")),
+            "eval",
+            f"{TASKS}@yesno",
+            "-T",
+            f"epochs={epochs}",
+            "-T",
+            f"name={name}",
+            "--log-dir",
+            str(log_dir),
+        ],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert finished.returncode == 0, finished.stderr[-3000:]
+
+
+async def two_evals(state: Path, log_dir: Path, epochs: int) -> None:
+    await asyncio.gather(
+        asyncio.to_thread(inspect_eval, state, log_dir, "a", epochs),
+        asyncio.to_thread(inspect_eval, state, log_dir, "b", epochs),
+    )
+
+
+def trials_by_model(state: Path) -> dict[str, int]:
+    with Monitor(SqliteStore(state, read_only=True)) as monitor:
+        return {row.model: row.trials for row in monitor.status("yesno").models}
+
+
+async def test_two_inspect_processes_count_every_trial_in_one_state_file(
+    tmp_path: Path,
+) -> None:
+    state, epochs = tmp_path / "state.db", 20
+
+    await two_evals(state, tmp_path / "logs", epochs)
+
+    each = len(QUESTIONS) * epochs
+    assert trials_by_model(state) == {f"{PROVIDER}/a": each, f"{PROVIDER}/b": each}
+    assert not list(spool_of(state).glob("*.jsonl"))
+
+
+async def test_evals_spool_while_another_process_writes_and_the_writer_counts_them(
+    tmp_path: Path,
+) -> None:
+    state, epochs = tmp_path / "state.db", 20
+    async with StateFileTransport(state, close_wait_s=0.1) as writer:
+        assert writer.is_writer
+        await two_evals(state, tmp_path / "logs", epochs)
+        # Both evals ran while this process held the file: they spooled.
+        assert list(spool_of(state).glob("*.jsonl"))
+        with Monitor(SqliteStore(state, read_only=True)) as monitor:
+            assert monitor.runs == []  # nothing counted yet
+
+    each = len(QUESTIONS) * epochs
+    assert trials_by_model(state) == {f"{PROVIDER}/a": each, f"{PROVIDER}/b": each}
+    assert not list(spool_of(state).glob("*.jsonl"))

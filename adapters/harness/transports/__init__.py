@@ -11,7 +11,9 @@ are in :mod:`~adapters.harness.transports.base`; one module per transport:
   ``{prefix}/{run}/trials``, statuses read from the retained
   ``{prefix}/{run}/status`` topics, through aiomqtt; it cannot plan or
   declare runs (those need HTTP or an embedded monitor);
-- :class:`EmbeddedTransport`: a :class:`monitor.Monitor` in this process.
+- :class:`EmbeddedTransport`: a :class:`monitor.Monitor` in this process;
+- :class:`StateFileTransport`: a state file several processes feed (the
+  one holding its writer lock counts, the others spool beside it).
 
 httpx and aiomqtt stop here: each has one place that turns its exceptions
 into monitor errors::
@@ -36,6 +38,7 @@ from adapters.harness.transports.base import (
 from adapters.harness.transports.embedded import EmbeddedTransport
 from adapters.harness.transports.http import HttpTransport
 from adapters.harness.transports.mqtt import MqttTransport
+from adapters.harness.transports.state_file import StateFileTransport, spool_of
 
 __all__ = [
     "RESERVED_IN_RUN",
@@ -45,7 +48,9 @@ __all__ = [
     "MqttTransport",
     "NotAMonitorError",
     "RequestRejectedError",
+    "StateFileTransport",
     "Transport",
     "check_run",
     "encode",
+    "spool_of",
 ]

@@ -66,7 +66,7 @@ class EmbeddedTransport:
         report = await self._call(
             functools.partial(self._monitor.ingest, list(events), source="client")
         )
-        _check_report(report, run)
+        check_report(report, run)
 
     async def status(self, run: str) -> Status:
         return await self._call(functools.partial(self._monitor.status, run))
@@ -96,7 +96,7 @@ class EmbeddedTransport:
                 raise MonitorUnavailableError(f"the state store failed: {exc}") from exc
 
 
-def _check_report(report: IngestReport, run: str) -> None:
+def check_report(report: IngestReport, run: str) -> None:
     """Log refused trials; raise when the whole batch was refused (as HTTP does)."""
     for rejection in report.rejected:
         log.warning("the monitor refused a trial of run %r: %s", run, rejection.reason)
