@@ -256,6 +256,11 @@ class AsyncMonitorClient:
         return self._breaker.is_open
 
     @property
+    def retry_in_s(self) -> float:
+        """Seconds until an operation may try the network again (0: now)."""
+        return self._breaker.retry_in_s
+
+    @property
     def is_full(self) -> bool:
         """Whether the buffer holds ``max_buffered`` trials.
 

@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from inspect_ai.dataset import Sample
 from inspect_ai.log import EvalSpec
@@ -40,6 +40,9 @@ from monitor.limits import DEFAULT_LEASE_S
 from monitor.schema import NextItem, Status
 
 log = logging.getLogger(__name__)
+
+# How long a sample-epoch waits for the monitor's answer, at most.
+LOOK_TIMEOUT_S: Final = 0.2
 
 Connect = Callable[[], AbstractAsyncContextManager[AsyncMonitorClient]]
 Result = TypeVar("Result")
@@ -100,6 +103,8 @@ class _TaskRun:
     known: set[str] = field(default_factory=set)
     taken_s: float = -math.inf
     retry_s: float = -math.inf
+    # A look in the background while the monitor is away (None: none).
+    probe: asyncio.Task[None] | None = None
     warned: bool = False
     scheduled: int = 0
     skipped: int = 0
@@ -151,6 +156,12 @@ class MonitorEarlyStopping:
             reported (a failed or unscored sample-epoch); longer than one
             sample-epoch takes. Reservations a task run did not use are
             given back when it ends.
+        look_timeout_s: How long a sample-epoch waits for the monitor's
+            answer (over HTTP; by default one from the environment). A
+            monitor that is there answers in milliseconds; one that does not
+            answer in time is taken for away: sample-epochs run, and looks
+            in the background (never holding a sample-epoch up) find it
+            again.
         clock: Monotonic seconds.
     """
 
@@ -162,13 +173,16 @@ class MonitorEarlyStopping:
         min_models: int = 2,
         refresh_s: float = 1.0,
         lease_s: float = DEFAULT_LEASE_S,
+        look_timeout_s: float = LOOK_TIMEOUT_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if min_models < 1 or refresh_s < 0 or not lease_s > 0:
+        if min_models < 1 or refresh_s < 0 or not lease_s > 0 or not look_timeout_s > 0:
             raise ValueError(
-                "need min_models >= 1, refresh_s >= 0 and lease_s > 0; got "
-                f"{min_models}, {refresh_s} and {lease_s}"
+                "need min_models >= 1, refresh_s >= 0, lease_s > 0 and "
+                f"look_timeout_s > 0; got {min_models}, {refresh_s}, {lease_s} "
+                f"and {look_timeout_s}"
             )
+        self._look_timeout_s = look_timeout_s
         self._connect = connect
         self._run = run
         self._min_models = min_models
@@ -189,7 +203,9 @@ class MonitorEarlyStopping:
                 log.warning("early stopping is off: %s", exc)
             else:
                 run = run or settings.run
-                connect = _reader(settings, run or run_name(task.task))
+                connect = _reader(
+                    settings, run or run_name(task.task), self._look_timeout_s
+                )
         self._tasks[task.model] = _TaskRun(
             run=run or run_name(task.task),
             model=task.model,
@@ -224,6 +240,10 @@ class MonitorEarlyStopping:
         if task is None:
             return {}
         del self._tasks[task.model]
+        if task.probe is not None:
+            task.probe.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task.probe
         await self._give_back(task)
         await self._close(task)
         return {
@@ -243,6 +263,14 @@ class MonitorEarlyStopping:
         """Why to skip ``question`` now, or None to run it (holding the lock)."""
         client = await self._client(task)
         if client is None:
+            return None
+        if client.monitor_away:
+            # Never wait on a monitor that did not answer: this sample-epoch
+            # runs, and a look in the background finds the monitor again.
+            if task.probe is None or task.probe.done():
+                task.probe = asyncio.create_task(
+                    self._probe(task, client), name=f"early-stopping-probe-{task.run}"
+                )
             return None
         now = self._clock()
         if now - task.taken_s >= self._refresh_s:
@@ -310,6 +338,14 @@ class MonitorEarlyStopping:
         task.stack = stack
         return task.client
 
+    async def _probe(self, task: _TaskRun, client: AsyncMonitorClient) -> None:
+        """Look again once the client's breaker lets a call through."""
+        await asyncio.sleep(client.retry_in_s)
+        with contextlib.suppress(MonitorError):
+            status = await client.status(task.run)
+            async with task.lock:
+                task.status, task.taken_s = status, self._clock()
+
     async def _give_back(self, task: _TaskRun) -> None:
         """Release the reserved trials the task run did not use."""
         unused = [
@@ -318,6 +354,9 @@ class MonitorEarlyStopping:
             if count > 0
         ]
         if not unused or task.client is None:
+            return
+        if task.client.monitor_away:
+            log.info("unused reservations stay until they expire: the monitor is away")
             return
         try:
             await task.client.release(task.run, unused)
@@ -359,7 +398,13 @@ class MonitorEarlyStopping:
             log.warning("early stopping cannot read the monitor yet: %s", exc)
 
 
-def _reader(settings: InspectSettings, run: str) -> Connect:
-    # One attempt: a sample-epoch waits for this look, and the client's
-    # circuit breaker stops asking a monitor that is away.
-    return lambda: connect(settings, read_only=True, retry=Retry(attempts=1), run=run)
+def _reader(settings: InspectSettings, run: str, look_timeout_s: float) -> Connect:
+    # One attempt, and a short one: a sample-epoch waits for this look, and
+    # the client's circuit breaker stops asking a monitor that is away.
+    return lambda: connect(
+        settings,
+        read_only=True,
+        retry=Retry(attempts=1),
+        run=run,
+        timeout_s=look_timeout_s,
+    )
