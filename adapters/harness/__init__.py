@@ -23,7 +23,9 @@ from adapters.harness.transports import (
     HttpTransport,
     MonitorUnavailableError,
     MqttTransport,
+    NotAMonitorError,
     RequestRejectedError,
+    StateFileTransport,
     Transport,
 )
 
@@ -34,8 +36,10 @@ __all__ = [
     "MonitorClient",
     "MonitorUnavailableError",
     "MqttTransport",
+    "NotAMonitorError",
     "RequestRejectedError",
     "Retry",
+    "StateFileTransport",
     "Transport",
     "attempt_id",
     "new_eval_id",

@@ -40,18 +40,17 @@ import secrets
 from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
 from typing import TypeVar
-from urllib.parse import urlsplit
 
 from adapters.harness.breaker import BreakerSettings, CircuitBreaker
 from adapters.harness.buffer import TrialBuffer
 from adapters.harness.retry import Retry, retrying
 from adapters.harness.transports import (
-    HttpTransport,
     MonitorUnavailableError,
-    MqttTransport,
+    NotAMonitorError,
     RequestRejectedError,
     Transport,
     check_run,
+    transport_for,
 )
 from monitor.errors import MonitorError
 from monitor.limits import DEFAULT_LEASE_S
@@ -59,6 +58,14 @@ from monitor.schema import NextItem, RunConfig, Status, TrialEvent
 
 log = logging.getLogger(__name__)
 Result = TypeVar("Result")
+
+__all__ = [
+    "AsyncMonitorClient",
+    "Lifecycle",
+    "attempt_id",
+    "new_eval_id",
+    "transport_for",
+]
 
 
 class Lifecycle(enum.Enum):
@@ -80,32 +87,6 @@ def attempt_id(eval_id: str, index: int | str) -> str:
         'run-7:3'
     """
     return f"{eval_id}:{index}"
-
-
-def transport_for(
-    url: str,
-    *,
-    token: str | None = None,
-    topic_prefix: str = "scorio",
-    timeout_s: float = 10.0,
-    check_timeout_s: float = 1.0,
-) -> Transport:
-    """An HTTP transport for ``http(s)://``, an MQTT one for ``mqtt(s)://``.
-
-    ``timeout_s`` and ``check_timeout_s`` bound an HTTP request and the
-    first contact (see :class:`HttpTransport`).
-
-    Raises:
-        ValueError: for any other URL.
-    """
-    scheme = urlsplit(url).scheme
-    if scheme in ("http", "https"):
-        return HttpTransport(
-            url, token=token, timeout_s=timeout_s, check_timeout_s=check_timeout_s
-        )
-    if scheme in ("mqtt", "mqtts"):
-        return MqttTransport(url, topic_prefix=topic_prefix)
-    raise ValueError(f"monitor url must be http(s):// or mqtt(s)://; got {url!r}")
 
 
 class AsyncMonitorClient:
@@ -162,6 +143,10 @@ class AsyncMonitorClient:
         if last_try_s is not None and not last_try_s > 0:
             raise ValueError(f"last_try_s must be > 0; got {last_try_s}")
         self._last_try_s = last_try_s
+        # The first contact: done once something answered as a monitor.
+        self._contacted = False
+        self._refusal: NotAMonitorError | None = None
+        self._refused = 0
         self._buffer = TrialBuffer(batch_size, max_buffered)
         self._transport = transport
         self._flush_interval_s = flush_interval_s
@@ -223,6 +208,8 @@ class AsyncMonitorClient:
             await self._transport.__aexit__(kind, error, traceback)
 
     async def _last_flush(self) -> None:
+        if self._refusal is not None:
+            return  # said when it was found
         # One last try even if the breaker is open: the monitor may be back.
         away = self._breaker.is_open
         self._breaker.probe_now()
@@ -256,6 +243,11 @@ class AsyncMonitorClient:
         return self._breaker.is_open
 
     @property
+    def refused(self) -> int:
+        """Trials not sent because the address is not a scorio monitor."""
+        return self._refused
+
+    @property
     def retry_in_s(self) -> float:
         """Seconds until an operation may try the network again (0: now)."""
         return self._breaker.retry_in_s
@@ -286,6 +278,9 @@ class AsyncMonitorClient:
         batch = [events] if isinstance(events, TrialEvent) else list(events)
         for event in batch:
             check_run(event.run)
+        if self._refusal is not None:
+            self._refused += len(batch)  # said once, when it was found
+            return
         if not self._buffer.has_room(len(batch)):
             with contextlib.suppress(MonitorUnavailableError):
                 await self.flush()
@@ -316,6 +311,18 @@ class AsyncMonitorClient:
     async def _send(self, complete_only: bool) -> int:
         sent = 0
         async with self._lock:
+            if self._refusal is not None:
+                raise self._refusal
+            if self._buffer.pending and not self._contacted:
+                try:
+                    await self.check()
+                except NotAMonitorError as exc:
+                    log.error(
+                        "dropped %d trials (and drop later ones): %s",
+                        self._refused,
+                        exc,
+                    )
+                    raise
             for run in self._buffer.runs:
                 while chunk := self._buffer.batch(run, complete_only=complete_only):
                     try:
@@ -340,6 +347,8 @@ class AsyncMonitorClient:
             self._wake.clear()
             try:
                 await self._send(complete_only=False)
+            except NotAMonitorError:
+                return  # said once; nothing will ever be sent
             except MonitorUnavailableError as exc:
                 # The breaker warned once; this repeats every interval.
                 log.debug("background flush failed (%s); will try again", exc)
@@ -363,7 +372,22 @@ class AsyncMonitorClient:
                 warns once; reported trials wait in the buffer).
         """
         self._require_running()
-        await self._retrying("contacting the monitor", self._transport.check)
+        if self._refusal is not None:
+            raise self._refusal
+        try:
+            await self._retrying("contacting the monitor", self._transport.check)
+        except NotAMonitorError as exc:
+            self._refuse(exc)
+            raise
+        self._contacted = True
+
+    def _refuse(self, refusal: NotAMonitorError) -> None:
+        """Stop sending: nothing sent to this address would ever be counted."""
+        self._refusal = refusal
+        self._refused += self._buffer.pending
+        for run in self._buffer.runs:
+            while chunk := self._buffer.batch(run, complete_only=False):
+                self._buffer.forget(run, len(chunk))
 
     async def config(self, run: str) -> RunConfig:
         """The run's config (what ``GET /runs/{run}/config`` answers).

@@ -41,8 +41,8 @@ from monitor.schema import NextItem, Status
 
 log = logging.getLogger(__name__)
 
-# How long a sample-epoch waits for the monitor's answer, at most.
-LOOK_TIMEOUT_S: Final = 0.2
+# How long a task run waits, in all, for a monitor that does not answer.
+WAIT_BUDGET_S: Final = 0.4
 
 Connect = Callable[[], AbstractAsyncContextManager[AsyncMonitorClient]]
 Result = TypeVar("Result")
@@ -105,6 +105,11 @@ class _TaskRun:
     retry_s: float = -math.inf
     # A look in the background while the monitor is away (None: none).
     probe: asyncio.Task[None] | None = None
+    # What is left of the wait budget; the monitor did not answer in time.
+    # None: no budget (wait for every answer).
+    wait_budget_s: float | None = None
+    wait_left_s: float | None = None
+    away: bool = False
     warned: bool = False
     scheduled: int = 0
     skipped: int = 0
@@ -156,12 +161,14 @@ class MonitorEarlyStopping:
             reported (a failed or unscored sample-epoch); longer than one
             sample-epoch takes. Reservations a task run did not use are
             given back when it ends.
-        look_timeout_s: How long a sample-epoch waits for the monitor's
-            answer (over HTTP; by default one from the environment). A
-            monitor that is there answers in milliseconds; one that does not
-            answer in time is taken for away: sample-epochs run, and looks
-            in the background (never holding a sample-epoch up) find it
-            again.
+        wait_budget_s: How long a task run waits, in all, for a monitor
+            that does not answer. A look that finds no answer within what is
+            left of it takes the monitor for away: sample-epochs run
+            (without reservations, so the cap is not enforced meanwhile) and
+            looks in the background, which never hold a sample-epoch up,
+            find it again (and refill the budget). A monitor that answers,
+            however slowly, costs nothing from it. A state file (the
+            environment's ``SCORIO_MONITOR_STATE``) is always waited for.
         clock: Monotonic seconds.
     """
 
@@ -173,16 +180,16 @@ class MonitorEarlyStopping:
         min_models: int = 2,
         refresh_s: float = 1.0,
         lease_s: float = DEFAULT_LEASE_S,
-        look_timeout_s: float = LOOK_TIMEOUT_S,
+        wait_budget_s: float = WAIT_BUDGET_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if min_models < 1 or refresh_s < 0 or not lease_s > 0 or not look_timeout_s > 0:
+        if min_models < 1 or refresh_s < 0 or not lease_s > 0 or not wait_budget_s > 0:
             raise ValueError(
                 "need min_models >= 1, refresh_s >= 0, lease_s > 0 and "
-                f"look_timeout_s > 0; got {min_models}, {refresh_s}, {lease_s} "
-                f"and {look_timeout_s}"
+                f"wait_budget_s > 0; got {min_models}, {refresh_s}, {lease_s} "
+                f"and {wait_budget_s}"
             )
-        self._look_timeout_s = look_timeout_s
+        self._wait_budget_s = wait_budget_s
         self._connect = connect
         self._run = run
         self._min_models = min_models
@@ -196,6 +203,7 @@ class MonitorEarlyStopping:
     ) -> str:
         """Note the task run's model, run id and questions; the manager name."""
         connect, run = self._connect, self._run
+        wait_s: float | None = self._wait_budget_s
         if connect is None:
             try:
                 settings = InspectSettings.from_environment(os.environ)
@@ -203,15 +211,17 @@ class MonitorEarlyStopping:
                 log.warning("early stopping is off: %s", exc)
             else:
                 run = run or settings.run
-                connect = _reader(
-                    settings, run or run_name(task.task), self._look_timeout_s
-                )
+                connect = _reader(settings, run or run_name(task.task))
+                if settings.url is None:
+                    wait_s = None  # a state file on this machine cannot hang
         self._tasks[task.model] = _TaskRun(
             run=run or run_name(task.task),
             model=task.model,
             questions=tuple(str(sample.id) for sample in samples),
             connect=connect,
             lock=asyncio.Lock(),
+            wait_budget_s=wait_s,
+            wait_left_s=wait_s,
         )
         return "scorio-monitor"
 
@@ -264,7 +274,7 @@ class MonitorEarlyStopping:
         client = await self._client(task)
         if client is None:
             return None
-        if client.monitor_away:
+        if task.away or client.monitor_away:
             # Never wait on a monitor that did not answer: this sample-epoch
             # runs, and a look in the background finds the monitor again.
             if task.probe is None or task.probe.done():
@@ -341,10 +351,15 @@ class MonitorEarlyStopping:
     async def _probe(self, task: _TaskRun, client: AsyncMonitorClient) -> None:
         """Look again once the client's breaker lets a call through."""
         await asyncio.sleep(client.retry_in_s)
-        with contextlib.suppress(MonitorError):
+        try:
             status = await client.status(task.run)
-            async with task.lock:
-                task.status, task.taken_s = status, self._clock()
+        except UnknownRunError:
+            status = None
+        except MonitorError:
+            return
+        async with task.lock:
+            task.status, task.taken_s = status, self._clock()
+            task.away, task.wait_left_s = False, task.wait_budget_s
 
     async def _give_back(self, task: _TaskRun) -> None:
         """Release the reserved trials the task run did not use."""
@@ -378,8 +393,19 @@ class MonitorEarlyStopping:
         Raises:
             UnknownRunError: when the monitor does not know the run.
         """
+        started = self._clock()
         try:
-            return await answer
+            async with asyncio.timeout(task.wait_left_s):
+                return await answer
+        except TimeoutError:
+            # No answer within the budget: take the monitor for away.
+            task.away, task.wait_left_s = True, 0.0
+            log.info(
+                "early stopping runs every sample-epoch for now: the monitor did "
+                "not answer within %.2f s",
+                self._clock() - started,
+            )
+            return None
         except NotImplementedError:
             return None  # over MQTT: no plans
         except UnknownRunError:
@@ -398,13 +424,8 @@ class MonitorEarlyStopping:
             log.warning("early stopping cannot read the monitor yet: %s", exc)
 
 
-def _reader(settings: InspectSettings, run: str, look_timeout_s: float) -> Connect:
-    # One attempt, and a short one: a sample-epoch waits for this look, and
-    # the client's circuit breaker stops asking a monitor that is away.
-    return lambda: connect(
-        settings,
-        read_only=True,
-        retry=Retry(attempts=1),
-        run=run,
-        timeout_s=look_timeout_s,
-    )
+def _reader(settings: InspectSettings, run: str) -> Connect:
+    # One attempt: a sample-epoch waits for this look (within the wait
+    # budget), and the client's circuit breaker stops asking a monitor that
+    # is away.
+    return lambda: connect(settings, read_only=True, retry=Retry(attempts=1), run=run)

@@ -150,7 +150,10 @@ async def test_early_stopping_never_runs_a_question_beyond_its_cap(
         max_trials_per_question=cap,
     )
     monkeypatch.setenv("SCORIO_MONITOR_FLUSH_INTERVAL_S", "0.05")
-    stopping = MonitorEarlyStopping(refresh_s=0.2)
+    # The service below answers from the eval's own event loop, on a shared
+    # machine: let a look wait for it (a monitor that does not answer within
+    # the wait budget is taken for away, and the cap is not enforced then).
+    stopping = MonitorEarlyStopping(refresh_s=0.2, wait_budget_s=30.0)
     if transport == "state":
         state = tmp_path / "state.db"
         with Monitor(state) as monitor:

@@ -35,6 +35,7 @@ from adapters.harness.transports.base import (
     check_run,
     encode,
 )
+from adapters.harness.transports.choice import transport_for
 from adapters.harness.transports.embedded import EmbeddedTransport
 from adapters.harness.transports.http import HttpTransport
 from adapters.harness.transports.mqtt import MqttTransport
@@ -53,4 +54,5 @@ __all__ = [
     "check_run",
     "encode",
     "spool_of",
+    "transport_for",
 ]
