@@ -17,17 +17,15 @@ import asyncio
 import contextlib
 import io
 import os
-import socket
 import statistics
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from inspect_ai import eval_async
 
 from adapters.harness.early_stopping import MonitorEarlyStopping
+from tests.adapters.hung_server import hung_server
 from tests.adapters.test_inspect_loop import model, yes_no
 from tests.services import free_port
 
@@ -43,31 +41,6 @@ async def one_eval(epochs: int, log_dir: Path, latency_s: float) -> float:
             fail_on_error=False,
         )
     return time.monotonic() - started
-
-
-@contextlib.contextmanager
-def hung_server() -> Iterator[str]:
-    """A server that accepts every connection and never answers; its URL."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            with contextlib.suppress(OSError):
-                connection, _ = listener.accept()
-                held.append(connection)  # read nothing, answer nothing
-
-    thread = threading.Thread(target=accept, name="hung-monitor", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        stop.set()
-        listener.close()
-        thread.join(timeout=5)
-        for connection in held:
-            connection.close()
 
 
 async def compare(
