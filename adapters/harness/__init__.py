@@ -19,6 +19,7 @@ from adapters.harness.client import (
 from adapters.harness.retry import Retry
 from adapters.harness.sync_client import MonitorClient
 from adapters.harness.transports import (
+    BatchRefusedError,
     EmbeddedTransport,
     HttpTransport,
     MonitorUnavailableError,
@@ -31,6 +32,7 @@ from adapters.harness.transports import (
 
 __all__ = [
     "AsyncMonitorClient",
+    "BatchRefusedError",
     "EmbeddedTransport",
     "HttpTransport",
     "MonitorClient",

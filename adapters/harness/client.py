@@ -45,6 +45,7 @@ from adapters.harness.breaker import BreakerSettings, CircuitBreaker
 from adapters.harness.buffer import TrialBuffer
 from adapters.harness.retry import Retry, retrying
 from adapters.harness.transports import (
+    BatchRefusedError,
     MonitorUnavailableError,
     NotAMonitorError,
     RequestRejectedError,
@@ -303,7 +304,9 @@ class AsyncMonitorClient:
 
         Raises:
             MonitorUnavailableError: when the retries ran out.
-            RequestRejectedError: when the monitor refused a batch.
+            BatchRefusedError: when the monitor refused a batch (flush
+                again to send the rest).
+            NotAMonitorError: when the first contact found no monitor.
         """
         self._require_running()
         return await self._send(complete_only=False)
@@ -314,15 +317,7 @@ class AsyncMonitorClient:
             if self._refusal is not None:
                 raise self._refusal
             if self._buffer.pending and not self._contacted:
-                try:
-                    await self.check()
-                except NotAMonitorError as exc:
-                    log.error(
-                        "dropped %d trials (and drop later ones): %s",
-                        self._refused,
-                        exc,
-                    )
-                    raise
+                await self.check()
             for run in self._buffer.runs:
                 while chunk := self._buffer.batch(run, complete_only=complete_only):
                     try:
@@ -331,9 +326,13 @@ class AsyncMonitorClient:
                             functools.partial(self._transport.send, run, chunk),
                         )
                     except RequestRejectedError as exc:
-                        log.error("dropped %d refused trials: %s", len(chunk), exc)
+                        # Sending it again would be refused again.
                         self._buffer.forget(run, len(chunk))
-                        raise
+                        if exc.status not in (None, 413, 422):
+                            raise  # not about these trials (e.g. a token)
+                        raise BatchRefusedError(
+                            run, len(chunk), exc.detail, exc.status
+                        ) from exc
                     self._buffer.forget(run, len(chunk))
                     sent += len(chunk)
         return sent
@@ -347,11 +346,16 @@ class AsyncMonitorClient:
             self._wake.clear()
             try:
                 await self._send(complete_only=False)
-            except NotAMonitorError:
-                return  # said once; nothing will ever be sent
+            except NotAMonitorError as exc:
+                log.error(
+                    "dropped %d trials (and drop later ones): %s", self._refused, exc
+                )
+                return  # nothing will ever be sent
             except MonitorUnavailableError as exc:
                 # The breaker warned once; this repeats every interval.
                 log.debug("background flush failed (%s); will try again", exc)
+            except BatchRefusedError as exc:
+                log.error("%s", exc)
             except MonitorError as exc:
                 log.warning("background flush failed (%s); will try again", exc)
             except Exception:

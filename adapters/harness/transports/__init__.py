@@ -23,11 +23,13 @@ into monitor errors::
     ├── ConfigError              a run declaration was refused
     ├── MonitorUnavailableError  no connection, a timeout, HTTP 408, 429 or 5xx
     └── RequestRejectedError     any other refusal, or an unreadable answer
+        ├── BatchRefusedError    a whole batch of trials refused (dropped)
         └── NotAMonitorError     the first contact found no scorio monitor there
 """
 
 from adapters.harness.transports.base import (
     RESERVED_IN_RUN,
+    BatchRefusedError,
     MonitorUnavailableError,
     NotAMonitorError,
     RequestRejectedError,
@@ -43,6 +45,7 @@ from adapters.harness.transports.state_file import StateFileTransport, spool_of
 
 __all__ = [
     "RESERVED_IN_RUN",
+    "BatchRefusedError",
     "EmbeddedTransport",
     "HttpTransport",
     "MonitorUnavailableError",

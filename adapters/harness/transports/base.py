@@ -45,6 +45,21 @@ class RequestRejectedError(MonitorError):
         self.status = status
 
 
+class BatchRefusedError(RequestRejectedError):
+    """The monitor refused a whole batch of a run's trials (they are dropped).
+
+    ``run`` and ``trials`` say which and how many; ``detail`` is why.
+    """
+
+    def __init__(
+        self, run: str, trials: int, detail: str, status: int | None = None
+    ) -> None:
+        super().__init__(detail, status)
+        self.run = run
+        self.trials = trials
+        self.args = (f"the monitor refused {trials} trials of run {run!r}: {detail}",)
+
+
 class NotAMonitorError(RequestRejectedError):
     """The address answers, but not as a scorio monitor (e.g. a wrong path).
 

@@ -103,6 +103,7 @@ def check_report(report: IngestReport, run: str) -> None:
     if report.rejected and not (
         report.accepted or report.duplicates or report.corrections
     ):
+        reasons = dict.fromkeys(rejection.reason for rejection in report.rejected)
         raise RequestRejectedError(
-            "; ".join(rejection.reason for rejection in report.rejected)
+            "; ".join(reasons) + f" ({len(report.rejected)} trials)"
         )

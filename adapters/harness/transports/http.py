@@ -212,7 +212,19 @@ def _json(response: httpx.Response) -> object:
 
 def _detail(response: httpx.Response) -> str:
     answer = _json(response)
-    if isinstance(answer, dict) and isinstance(answer.get("detail"), str):
+    if not isinstance(answer, dict):
+        return response.text[:300] or response.reason_phrase
+    rejected = answer.get("rejected")
+    if isinstance(rejected, list) and rejected:
+        # A refused batch lists a reason per trial, mostly the same one.
+        reasons = [
+            str(item.get("reason")) if isinstance(item, dict) else str(item)
+            for item in rejected
+        ]
+        count = answer.get("rejected_count")
+        total = count if isinstance(count, int) else len(reasons)
+        return "; ".join(dict.fromkeys(reasons)) + f" ({total} trials)"
+    if isinstance(answer.get("detail"), str):
         return str(answer["detail"])
     return response.text[:300] or response.reason_phrase
 
