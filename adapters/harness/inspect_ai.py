@@ -29,9 +29,13 @@ never collide with them.
 Scores become categories: a string through ``SCORIO_MONITOR_CATEGORIES`` (a
 JSON object), by default ``C`` → 1, ``I`` → 0, ``P`` → 0, ``N`` → 0 (a
 binary run: partial credit is not a success, no answer is a wrong answer;
-for partial credit declare ``weights = [0, 0.5, 1]`` and map
-``{"C": 2, "P": 1, "I": 0, "N": 0}``); true and false → 1 and 0; a whole
-number → itself. NaN (``Score.unscored``), other numbers, lists, dicts,
+for partial credit map ``{"C": 2, "P": 1, "I": 0, "N": 0}``); true and
+false → 1 and 0; a whole number → itself. Before a task's samples run, the
+mapping is checked against the run (:func:`categories_refusal`): a run the
+monitor knows must weigh every category the mapping names, else the hook
+says so once and reports nothing from that run; a new run is declared from
+an explicit mapping with Inspect's own value of each score as its weight
+(C 1, P 0.5, I and N 0), so the status avg is Inspect's accuracy. NaN (``Score.unscored``), other numbers, lists, dicts,
 unmapped strings and errored samples are not outcomes: they are logged and
 not sent. With several scorers, ``SCORIO_MONITOR_SCORER`` names the one to
 use (default: the first). Also read: ``SCORIO_MONITOR_TOKEN`` (bearer
@@ -41,12 +45,20 @@ token), ``SCORIO_MONITOR_TOPIC_PREFIX`` (MQTT, default ``scorio``),
 background task sends the batches, the end of each task flushes, and the end
 of the run flushes and closes.
 
-A monitor that is away never holds the eval up: each send is one attempt,
-and after a failure the client's circuit breaker answers at once (no
-network) until a probe finds the monitor back; it warns once. Trials wait
+The first contact, before any sample runs, checks that a scorio monitor
+answers at the URL: one that is not (a wrong path: HTTP 404) is said once,
+and nothing of the run is reported. Several processes may share one state
+file: the one holding its lock writes, the others spool beside it for that
+one to count (:class:`~adapters.harness.transports.StateFileTransport`).
+
+A monitor that is away or hangs never holds the eval up: the first contact
+waits ``FIRST_CONTACT_S`` at most, each send is one attempt, and after a
+failure the client's circuit breaker answers at once (no network) until a
+probe in the background finds the monitor back; it warns once. Trials wait
 in the buffer (up to ``SCORIO_MONITOR_MAX_BUFFERED``; beyond, new ones are
-dropped with one warning) and go out when the monitor returns; what is
-still unsent when the run ends is logged as an error with its count.
+dropped with one warning) and go out when the monitor returns; the end of a
+task does not wait for them, and what is still unsent after the run's last
+try (``LAST_TRY_S`` at most) is logged as an error with its count.
 
 **Early stopping** lives in :mod:`adapters.harness.early_stopping`; it reads
 the monitor this hook feeds.

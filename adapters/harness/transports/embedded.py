@@ -97,13 +97,22 @@ class EmbeddedTransport:
 
 
 def check_report(report: IngestReport, run: str) -> None:
-    """Log refused trials; raise when the whole batch was refused (as HTTP does)."""
-    for rejection in report.rejected:
-        log.warning("the monitor refused a trial of run %r: %s", run, rejection.reason)
-    if report.rejected and not (
-        report.accepted or report.duplicates or report.corrections
-    ):
+    """Raise when the whole batch was refused (as HTTP does), else log refusals.
+
+    One line per batch, with each reason once: not one per trial.
+    """
+    if not report.rejected:
+        return
+    if report.accepted or report.duplicates or report.corrections:
         reasons = dict.fromkeys(rejection.reason for rejection in report.rejected)
+        log.warning(
+            "the monitor refused %d trials of run %r: %s",
+            len(report.rejected),
+            run,
+            "; ".join(reasons),
+        )
+    else:
         raise RequestRejectedError(
-            "; ".join(reasons) + f" ({len(report.rejected)} trials)"
+            "; ".join(dict.fromkeys(r.reason for r in report.rejected))
+            + f" ({len(report.rejected)} trials)"
         )

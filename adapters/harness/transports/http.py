@@ -120,9 +120,20 @@ class HttpTransport:
         )
         answer = _json(response)
         rejected = answer.get("rejected") if isinstance(answer, dict) else None
-        for item in rejected if isinstance(rejected, list) else []:
-            reason = item.get("reason") if isinstance(item, dict) else item
-            log.warning("%s refused a trial of run %r: %s", self._url, run, reason)
+        if isinstance(rejected, list) and rejected:
+            # One line per batch, each reason once: not one per trial.
+            count = answer.get("rejected_count") if isinstance(answer, dict) else None
+            reasons = dict.fromkeys(
+                str(item.get("reason")) if isinstance(item, dict) else str(item)
+                for item in rejected
+            )
+            log.warning(
+                "%s refused %d trials of run %r: %s",
+                self._url,
+                count if isinstance(count, int) else len(rejected),
+                run,
+                "; ".join(reasons),
+            )
 
     async def status(self, run: str) -> Status:
         response = await self._request("GET", f"{_run_path(run)}/status", run)
