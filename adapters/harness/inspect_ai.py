@@ -34,16 +34,17 @@ false → 1 and 0; a whole number → itself. Before a task's samples run, the
 mapping is checked against the run (:func:`categories_refusal`): a run the
 monitor knows must weigh every category the mapping names, else the hook
 says so once and reports nothing from that run; a new run is declared from
-an explicit mapping with Inspect's own value of each score as its weight
-(C 1, P 0.5, I and N 0), so the status avg is Inspect's accuracy. NaN (``Score.unscored``), other numbers, lists, dicts,
-unmapped strings and errored samples are not outcomes: they are logged and
-not sent. With several scorers, ``SCORIO_MONITOR_SCORER`` names the one to
-use (default: the first). Also read: ``SCORIO_MONITOR_TOKEN`` (bearer
-token), ``SCORIO_MONITOR_TOPIC_PREFIX`` (MQTT, default ``scorio``),
+an explicit mapping with Inspect's own value of each score as its weight (C
+1, P 0.5, I and N 0), so the status avg is Inspect's accuracy. NaN
+(``Score.unscored``), other numbers, lists, dicts, unmapped strings and
+errored samples are not outcomes: they are logged and not sent. With
+several scorers, ``SCORIO_MONITOR_SCORER`` names the one to use (default:
+the first). Also read: ``SCORIO_MONITOR_TOKEN`` (bearer token),
+``SCORIO_MONITOR_TOPIC_PREFIX`` (MQTT, default ``scorio``),
 ``SCORIO_MONITOR_BATCH_SIZE`` (50) and ``SCORIO_MONITOR_FLUSH_INTERVAL_S``
 (0.5), ``SCORIO_MONITOR_MAX_BUFFERED`` (100000). Callbacks only buffer; a
-background task sends the batches, the end of each task flushes, and the end
-of the run flushes and closes.
+background task sends the batches, the end of each task flushes, and the
+end of the run flushes and closes.
 
 The first contact, before any sample runs, checks that a scorio monitor
 answers at the URL: one that is not (a wrong path: HTTP 404) is said once,
@@ -273,12 +274,17 @@ class MonitorHook(Hooks):
                     last_try_s=LAST_TRY_S,
                 )
             )
+        except MonitorError as exc:
+            await stack.aclose()
+            log.error("not reporting to scorio-monitor: %s", exc)
+            return
+        try:
             # The first contact, before any sample runs: a URL that is not a
             # monitor stops here, once, instead of failing every batch.
             await client.check()
         except MonitorUnavailableError:
             pass  # the client warned once; trials wait in its buffer
-        except (MonitorError, ValueError) as exc:
+        except MonitorError as exc:
             await stack.aclose()
             log.error("not reporting to scorio-monitor: %s", exc)
             return
