@@ -291,7 +291,10 @@ class AsyncMonitorClient:
         self._buffer.add(batch)
         if self._buffer.has_full_batch:
             if self._flusher is not None:
-                self._wake.set()
+                # While the monitor is away the flusher keeps its interval:
+                # waking it per trial would only fail again, at once.
+                if not self._breaker.is_open:
+                    self._wake.set()
             else:
                 await self._send(complete_only=True)
 

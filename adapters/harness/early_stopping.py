@@ -42,7 +42,7 @@ from monitor.schema import NextItem, Status
 log = logging.getLogger(__name__)
 
 # How long a task run waits, in all, for a monitor that does not answer.
-WAIT_BUDGET_S: Final = 0.4
+WAIT_BUDGET_S: Final = 0.3
 
 Connect = Callable[[], AbstractAsyncContextManager[AsyncMonitorClient]]
 Result = TypeVar("Result")
