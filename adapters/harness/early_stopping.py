@@ -214,7 +214,7 @@ class MonitorEarlyStopping:
                 connect = _reader(settings, run or run_name(task.task))
                 if settings.url is None:
                     wait_s = None  # a state file on this machine cannot hang
-        self._tasks[task.model] = _TaskRun(
+        task_run = self._tasks[task.model] = _TaskRun(
             run=run or run_name(task.task),
             model=task.model,
             questions=tuple(str(sample.id) for sample in samples),
@@ -222,6 +222,11 @@ class MonitorEarlyStopping:
             lock=asyncio.Lock(),
             wait_budget_s=wait_s,
             wait_left_s=wait_s,
+        )
+        # The first look starts now, while Inspect sets the task up: the
+        # first sample-epoch waits only for what is left of it.
+        task_run.probe = asyncio.create_task(
+            self._first_look(task_run), name=f"early-stopping-look-{task_run.run}"
         )
         return "scorio-monitor"
 
@@ -347,6 +352,20 @@ class MonitorEarlyStopping:
             return None
         task.stack = stack
         return task.client
+
+    async def _first_look(self, task: _TaskRun) -> None:
+        async with task.lock:
+            if task.taken_s > -math.inf:
+                return  # a sample-epoch looked first
+            client = await self._client(task)
+            if client is None:
+                return
+            task.taken_s = self._clock()
+            try:
+                task.status = await self._read(task, client.status(task.run))
+            except UnknownRunError:
+                task.status = None
+                await self._close(task)
 
     async def _probe(self, task: _TaskRun, client: AsyncMonitorClient) -> None:
         """Look again once the client's breaker lets a call through."""

@@ -53,7 +53,7 @@ DEFAULT_CATEGORIES: Final[Mapping[str, int]] = MappingProxyType(
 # the last flush: one that is there answers in milliseconds, and one that
 # hangs must cost the eval under a second in all (benchmarks/monitor_away.py).
 FIRST_CONTACT_S: Final = 0.2
-LAST_TRY_S: Final = 0.15
+LAST_TRY_S: Final = 0.1
 
 
 def is_enabled(environ: Mapping[str, str]) -> bool:
