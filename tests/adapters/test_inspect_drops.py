@@ -94,21 +94,34 @@ def test_partial_credit_weighs_each_letter_as_inspect_does() -> None:
 # -- 6. partial credit ------------------------------------------------------
 
 
+@pytest.mark.parametrize("transport", ["state", "http"])
 async def test_partial_credit_declares_the_run_so_avg_is_inspects_accuracy(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    transport: str,
 ) -> None:
-    state = tmp_path / "state.db"
-    monkeypatch.setenv("SCORIO_MONITOR_STATE", str(state))
     monkeypatch.setenv("SCORIO_MONITOR_CATEGORIES", PARTIAL_CREDIT)
     epochs = 8
+    task, models = graded_task(epochs), [model("a", "110")]
 
     with caplog.at_level(logging.INFO, logger="adapters.harness"):
-        (log,) = await evaluate(
-            graded_task(epochs), [model("a", "110")], tmp_path / "logs"
-        )
+        if transport == "state":
+            state = tmp_path / "state.db"
+            monkeypatch.setenv("SCORIO_MONITOR_STATE", str(state))
+            (log,) = await evaluate(task, models, tmp_path / "logs")
+            with Monitor(SqliteStore(state, read_only=True)) as monitor:
+                status, config = monitor.status("graded"), monitor.config("graded")
+        else:
+            async with (
+                Service(Monitor()) as service,
+                serving(create_app(service, HttpSettings())) as base,
+            ):
+                monkeypatch.setenv("SCORIO_MONITOR_URL", base)
+                (log,) = await evaluate(task, models, tmp_path / "logs")
+                monitor = service.monitor
+                status, config = monitor.status("graded"), monitor.config("graded")
 
-    with Monitor(SqliteStore(state, read_only=True)) as monitor:
-        status, config = monitor.status("graded"), monitor.config("graded")
     assert config.weights == [0.0, 0.5, 1.0]
     assert status.trials == len(QUESTIONS) * epochs == 80
     assert status.rejected == 0
