@@ -19,23 +19,29 @@ from adapters.harness.client import (
 from adapters.harness.retry import Retry
 from adapters.harness.sync_client import MonitorClient
 from adapters.harness.transports import (
+    BatchRefusedError,
     EmbeddedTransport,
     HttpTransport,
     MonitorUnavailableError,
     MqttTransport,
+    NotAMonitorError,
     RequestRejectedError,
+    StateFileTransport,
     Transport,
 )
 
 __all__ = [
     "AsyncMonitorClient",
+    "BatchRefusedError",
     "EmbeddedTransport",
     "HttpTransport",
     "MonitorClient",
     "MonitorUnavailableError",
     "MqttTransport",
+    "NotAMonitorError",
     "RequestRejectedError",
     "Retry",
+    "StateFileTransport",
     "Transport",
     "attempt_id",
     "new_eval_id",

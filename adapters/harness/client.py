@@ -40,18 +40,18 @@ import secrets
 from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
 from typing import TypeVar
-from urllib.parse import urlsplit
 
 from adapters.harness.breaker import BreakerSettings, CircuitBreaker
 from adapters.harness.buffer import TrialBuffer
 from adapters.harness.retry import Retry, retrying
 from adapters.harness.transports import (
-    HttpTransport,
+    BatchRefusedError,
     MonitorUnavailableError,
-    MqttTransport,
+    NotAMonitorError,
     RequestRejectedError,
     Transport,
     check_run,
+    transport_for,
 )
 from monitor.errors import MonitorError
 from monitor.limits import DEFAULT_LEASE_S, MAX_LEASE_S
@@ -59,6 +59,14 @@ from monitor.schema import NextItem, Plan, RunConfig, Status, TrialEvent
 
 log = logging.getLogger(__name__)
 Result = TypeVar("Result")
+
+__all__ = [
+    "AsyncMonitorClient",
+    "Lifecycle",
+    "attempt_id",
+    "new_eval_id",
+    "transport_for",
+]
 
 
 class Lifecycle(enum.Enum):
@@ -82,22 +90,6 @@ def attempt_id(eval_id: str, index: int | str) -> str:
     return f"{eval_id}:{index}"
 
 
-def transport_for(
-    url: str, *, token: str | None = None, topic_prefix: str = "scorio"
-) -> Transport:
-    """An HTTP transport for ``http(s)://``, an MQTT one for ``mqtt(s)://``.
-
-    Raises:
-        ValueError: for any other URL.
-    """
-    scheme = urlsplit(url).scheme
-    if scheme in ("http", "https"):
-        return HttpTransport(url, token=token)
-    if scheme in ("mqtt", "mqtts"):
-        return MqttTransport(url, topic_prefix=topic_prefix)
-    raise ValueError(f"monitor url must be http(s):// or mqtt(s)://; got {url!r}")
-
-
 class AsyncMonitorClient:
     """Reports trials in batches and asks the monitor about runs.
 
@@ -117,6 +109,10 @@ class AsyncMonitorClient:
         max_buffered: The most unsent trials kept (see :attr:`is_full`).
         retry: Backoff for transient failures (default :class:`Retry`).
         breaker: Waits of the circuit breaker after an operation gave up.
+        last_try_s: If set, how long the last flush on close may wait when
+            the monitor is away (a monitor that hangs would otherwise hold
+            the close for a whole request timeout); what it did not send is
+            reported as undelivered.
 
     Examples:
         >>> from monitor import Monitor
@@ -141,9 +137,17 @@ class AsyncMonitorClient:
         max_buffered: int = 100_000,
         retry: Retry | None = None,
         breaker: BreakerSettings | None = None,
+        last_try_s: float | None = None,
     ) -> None:
         if flush_interval_s is not None and flush_interval_s <= 0:
             raise ValueError(f"flush_interval_s must be > 0; got {flush_interval_s}")
+        if last_try_s is not None and not last_try_s > 0:
+            raise ValueError(f"last_try_s must be > 0; got {last_try_s}")
+        self._last_try_s = last_try_s
+        # The first contact: done once something answered as a monitor.
+        self._contacted = False
+        self._refusal: NotAMonitorError | None = None
+        self._refused = 0
         self._buffer = TrialBuffer(batch_size, max_buffered)
         self._transport = transport
         self._flush_interval_s = flush_interval_s
@@ -191,13 +195,11 @@ class AsyncMonitorClient:
             if self._flusher is not None and self._group is not None:
                 self._flusher.cancel()
                 await self._group.__aexit__(None, None, None)
-            # One last try even if the breaker is open: the monitor may be back.
-            self._breaker.probe_now()
             if kind is None:
-                await self.flush()
+                await self._last_flush()
             else:
                 try:
-                    await self.flush()
+                    await self._last_flush()
                 except MonitorError as exc:
                     log.error(
                         "%d trials were not delivered: %s", self._buffer.pending, exc
@@ -205,6 +207,24 @@ class AsyncMonitorClient:
         finally:
             self._state = Lifecycle.CLOSED
             await self._transport.__aexit__(kind, error, traceback)
+
+    async def _last_flush(self) -> None:
+        if self._refusal is not None:
+            return  # said when it was found
+        # One last try even if the breaker is open: the monitor may be back.
+        away = self._breaker.is_open
+        self._breaker.probe_now()
+        if not away or self._last_try_s is None or not self._buffer.pending:
+            await self.flush()
+            return
+        try:
+            async with asyncio.timeout(self._last_try_s):
+                await self.flush()
+        except TimeoutError:
+            raise MonitorUnavailableError(
+                f"the monitor at {self._transport.name} did not answer the last "
+                f"try within {self._last_try_s} s"
+            ) from None
 
     # -- trials ------------------------------------------------------------
 
@@ -222,6 +242,16 @@ class AsyncMonitorClient:
     def monitor_away(self) -> bool:
         """Whether the last operation found the monitor unreachable."""
         return self._breaker.is_open
+
+    @property
+    def refused(self) -> int:
+        """Trials not sent because the address is not a scorio monitor."""
+        return self._refused
+
+    @property
+    def retry_in_s(self) -> float:
+        """Seconds until an operation may try the network again (0: now)."""
+        return self._breaker.retry_in_s
 
     @property
     def is_full(self) -> bool:
@@ -249,6 +279,9 @@ class AsyncMonitorClient:
         batch = [events] if isinstance(events, TrialEvent) else list(events)
         for event in batch:
             check_run(event.run)
+        if self._refusal is not None:
+            self._refused += len(batch)  # said once, when it was found
+            return
         if not self._buffer.has_room(len(batch)):
             with contextlib.suppress(MonitorUnavailableError):
                 await self.flush()
@@ -258,7 +291,10 @@ class AsyncMonitorClient:
         self._buffer.add(batch)
         if self._buffer.has_full_batch:
             if self._flusher is not None:
-                self._wake.set()
+                # While the monitor is away the flusher keeps its interval:
+                # waking it per trial would only fail again, at once.
+                if not self._breaker.is_open:
+                    self._wake.set()
             else:
                 await self._send(complete_only=True)
 
@@ -271,7 +307,9 @@ class AsyncMonitorClient:
 
         Raises:
             MonitorUnavailableError: when the retries ran out.
-            RequestRejectedError: when the monitor refused a batch.
+            BatchRefusedError: when the monitor refused a batch (flush
+                again to send the rest).
+            NotAMonitorError: when the first contact found no monitor.
         """
         self._require_running()
         return await self._send(complete_only=False)
@@ -279,6 +317,10 @@ class AsyncMonitorClient:
     async def _send(self, complete_only: bool) -> int:
         sent = 0
         async with self._lock:
+            if self._refusal is not None:
+                raise self._refusal
+            if self._buffer.pending and not self._contacted:
+                await self.check()
             for run in self._buffer.runs:
                 while chunk := self._buffer.batch(run, complete_only=complete_only):
                     try:
@@ -287,9 +329,13 @@ class AsyncMonitorClient:
                             functools.partial(self._transport.send, run, chunk),
                         )
                     except RequestRejectedError as exc:
-                        log.error("dropped %d refused trials: %s", len(chunk), exc)
+                        # Sending it again would be refused again.
                         self._buffer.forget(run, len(chunk))
-                        raise
+                        if exc.status not in (None, 413, 422):
+                            raise  # not about these trials (e.g. a token)
+                        raise BatchRefusedError(
+                            run, len(chunk), exc.detail, exc.status
+                        ) from exc
                     self._buffer.forget(run, len(chunk))
                     sent += len(chunk)
         return sent
@@ -303,15 +349,65 @@ class AsyncMonitorClient:
             self._wake.clear()
             try:
                 await self._send(complete_only=False)
+            except NotAMonitorError as exc:
+                log.error(
+                    "dropped %d trials (and drop later ones): %s", self._refused, exc
+                )
+                return  # nothing will ever be sent
             except MonitorUnavailableError as exc:
                 # The breaker warned once; this repeats every interval.
                 log.debug("background flush failed (%s); will try again", exc)
+            except BatchRefusedError as exc:
+                log.error("%s", exc)
             except MonitorError as exc:
                 log.warning("background flush failed (%s); will try again", exc)
             except Exception:
                 log.exception("background flush failed; will try again")
 
     # -- questions ---------------------------------------------------------
+
+    async def check(self) -> None:
+        """The first contact: raise unless a scorio monitor answers there.
+
+        Call it before the work starts, so a wrong address fails once, with
+        one clear message, instead of every batch failing later.
+
+        Raises:
+            NotAMonitorError: something answers, but not a scorio monitor
+                (e.g. a URL with a wrong path: HTTP 404).
+            MonitorUnavailableError: nothing answered (the circuit breaker
+                warns once; reported trials wait in the buffer).
+        """
+        self._require_running()
+        if self._refusal is not None:
+            raise self._refusal
+        try:
+            await self._retrying("contacting the monitor", self._transport.check)
+        except NotAMonitorError as exc:
+            self._refuse(exc)
+            raise
+        self._contacted = True
+
+    def _refuse(self, refusal: NotAMonitorError) -> None:
+        """Stop sending: nothing sent to this address would ever be counted."""
+        self._refusal = refusal
+        self._refused += self._buffer.pending
+        for run in self._buffer.runs:
+            while chunk := self._buffer.batch(run, complete_only=False):
+                self._buffer.forget(run, len(chunk))
+
+    async def config(self, run: str) -> RunConfig:
+        """The run's config (what ``GET /runs/{run}/config`` answers).
+
+        Raises:
+            UnknownRunError: when the monitor does not know the run.
+            NotImplementedError: over MQTT.
+        """
+        self._require_running()
+        return await self._retrying(
+            f"reading the config of run {run!r}",
+            functools.partial(self._transport.config, run),
+        )
 
     async def status(self, run: str) -> Status:
         """The run's status (what ``GET /runs/{run}/status`` answers).

@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from inspect_ai.dataset import Sample
 from inspect_ai.log import EvalSpec
@@ -40,6 +40,9 @@ from monitor.limits import DEFAULT_LEASE_S
 from monitor.schema import NextItem, Status
 
 log = logging.getLogger(__name__)
+
+# How long a task run waits, in all, for a monitor that does not answer.
+WAIT_BUDGET_S: Final = 0.3
 
 Connect = Callable[[], AbstractAsyncContextManager[AsyncMonitorClient]]
 Result = TypeVar("Result")
@@ -100,6 +103,13 @@ class _TaskRun:
     known: set[str] = field(default_factory=set)
     taken_s: float = -math.inf
     retry_s: float = -math.inf
+    # A look in the background while the monitor is away (None: none).
+    probe: asyncio.Task[None] | None = None
+    # What is left of the wait budget; the monitor did not answer in time.
+    # None: no budget (wait for every answer).
+    wait_budget_s: float | None = None
+    wait_left_s: float | None = None
+    away: bool = False
     warned: bool = False
     scheduled: int = 0
     skipped: int = 0
@@ -151,6 +161,14 @@ class MonitorEarlyStopping:
             reported (a failed or unscored sample-epoch); longer than one
             sample-epoch takes. Reservations a task run did not use are
             given back when it ends.
+        wait_budget_s: How long a task run waits, in all, for a monitor
+            that does not answer. A look that finds no answer within what is
+            left of it takes the monitor for away: sample-epochs run
+            (without reservations, so the cap is not enforced meanwhile) and
+            looks in the background, which never hold a sample-epoch up,
+            find it again (and refill the budget). A monitor that answers,
+            however slowly, costs nothing from it. A state file (the
+            environment's ``SCORIO_MONITOR_STATE``) is always waited for.
         clock: Monotonic seconds.
     """
 
@@ -162,13 +180,16 @@ class MonitorEarlyStopping:
         min_models: int = 2,
         refresh_s: float = 1.0,
         lease_s: float = DEFAULT_LEASE_S,
+        wait_budget_s: float = WAIT_BUDGET_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if min_models < 1 or refresh_s < 0 or not lease_s > 0:
+        if min_models < 1 or refresh_s < 0 or not lease_s > 0 or not wait_budget_s > 0:
             raise ValueError(
-                "need min_models >= 1, refresh_s >= 0 and lease_s > 0; got "
-                f"{min_models}, {refresh_s} and {lease_s}"
+                "need min_models >= 1, refresh_s >= 0, lease_s > 0 and "
+                f"wait_budget_s > 0; got {min_models}, {refresh_s}, {lease_s} "
+                f"and {wait_budget_s}"
             )
+        self._wait_budget_s = wait_budget_s
         self._connect = connect
         self._run = run
         self._min_models = min_models
@@ -182,6 +203,7 @@ class MonitorEarlyStopping:
     ) -> str:
         """Note the task run's model, run id and questions; the manager name."""
         connect, run = self._connect, self._run
+        wait_s: float | None = self._wait_budget_s
         if connect is None:
             try:
                 settings = InspectSettings.from_environment(os.environ)
@@ -190,12 +212,21 @@ class MonitorEarlyStopping:
             else:
                 run = run or settings.run
                 connect = _reader(settings, run or run_name(task.task))
-        self._tasks[task.model] = _TaskRun(
+                if settings.url is None:
+                    wait_s = None  # a state file on this machine cannot hang
+        task_run = self._tasks[task.model] = _TaskRun(
             run=run or run_name(task.task),
             model=task.model,
             questions=tuple(str(sample.id) for sample in samples),
             connect=connect,
             lock=asyncio.Lock(),
+            wait_budget_s=wait_s,
+            wait_left_s=wait_s,
+        )
+        # The first look starts now, while Inspect sets the task up: the
+        # first sample-epoch waits only for what is left of it.
+        task_run.probe = asyncio.create_task(
+            self._first_look(task_run), name=f"early-stopping-look-{task_run.run}"
         )
         return "scorio-monitor"
 
@@ -224,6 +255,10 @@ class MonitorEarlyStopping:
         if task is None:
             return {}
         del self._tasks[task.model]
+        if task.probe is not None:
+            task.probe.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task.probe
         await self._give_back(task)
         await self._close(task)
         return {
@@ -243,6 +278,14 @@ class MonitorEarlyStopping:
         """Why to skip ``question`` now, or None to run it (holding the lock)."""
         client = await self._client(task)
         if client is None:
+            return None
+        if task.away or client.monitor_away:
+            # Never wait on a monitor that did not answer: this sample-epoch
+            # runs, and a look in the background finds the monitor again.
+            if task.probe is None or task.probe.done():
+                task.probe = asyncio.create_task(
+                    self._probe(task, client), name=f"early-stopping-probe-{task.run}"
+                )
             return None
         now = self._clock()
         if now - task.taken_s >= self._refresh_s:
@@ -310,6 +353,33 @@ class MonitorEarlyStopping:
         task.stack = stack
         return task.client
 
+    async def _first_look(self, task: _TaskRun) -> None:
+        async with task.lock:
+            if task.taken_s > -math.inf:
+                return  # a sample-epoch looked first
+            client = await self._client(task)
+            if client is None:
+                return
+            task.taken_s = self._clock()
+            try:
+                task.status = await self._read(task, client.status(task.run))
+            except UnknownRunError:
+                task.status = None
+                await self._close(task)
+
+    async def _probe(self, task: _TaskRun, client: AsyncMonitorClient) -> None:
+        """Look again once the client's breaker lets a call through."""
+        await asyncio.sleep(client.retry_in_s)
+        try:
+            status = await client.status(task.run)
+        except UnknownRunError:
+            status = None
+        except MonitorError:
+            return
+        async with task.lock:
+            task.status, task.taken_s = status, self._clock()
+            task.away, task.wait_left_s = False, task.wait_budget_s
+
     async def _give_back(self, task: _TaskRun) -> None:
         """Release the reserved trials the task run did not use."""
         unused = [
@@ -318,6 +388,9 @@ class MonitorEarlyStopping:
             if count > 0
         ]
         if not unused or task.client is None:
+            return
+        if task.client.monitor_away:
+            log.info("unused reservations stay until they expire: the monitor is away")
             return
         try:
             await task.client.release(task.run, unused)
@@ -339,8 +412,19 @@ class MonitorEarlyStopping:
         Raises:
             UnknownRunError: when the monitor does not know the run.
         """
+        started = self._clock()
         try:
-            return await answer
+            async with asyncio.timeout(task.wait_left_s):
+                return await answer
+        except TimeoutError:
+            # No answer within the budget: take the monitor for away.
+            task.away, task.wait_left_s = True, 0.0
+            log.info(
+                "early stopping runs every sample-epoch for now: the monitor did "
+                "not answer within %.2f s",
+                self._clock() - started,
+            )
+            return None
         except NotImplementedError:
             return None  # over MQTT: no plans
         except UnknownRunError:
@@ -360,6 +444,7 @@ class MonitorEarlyStopping:
 
 
 def _reader(settings: InspectSettings, run: str) -> Connect:
-    # One attempt: a sample-epoch waits for this look, and the client's
-    # circuit breaker stops asking a monitor that is away.
+    # One attempt: a sample-epoch waits for this look (within the wait
+    # budget), and the client's circuit breaker stops asking a monitor that
+    # is away.
     return lambda: connect(settings, read_only=True, retry=Retry(attempts=1), run=run)

@@ -29,24 +29,37 @@ never collide with them.
 Scores become categories: a string through ``SCORIO_MONITOR_CATEGORIES`` (a
 JSON object), by default ``C`` → 1, ``I`` → 0, ``P`` → 0, ``N`` → 0 (a
 binary run: partial credit is not a success, no answer is a wrong answer;
-for partial credit declare ``weights = [0, 0.5, 1]`` and map
-``{"C": 2, "P": 1, "I": 0, "N": 0}``); true and false → 1 and 0; a whole
-number → itself. NaN (``Score.unscored``), other numbers, lists, dicts,
-unmapped strings and errored samples are not outcomes: they are logged and
-not sent. With several scorers, ``SCORIO_MONITOR_SCORER`` names the one to
-use (default: the first). Also read: ``SCORIO_MONITOR_TOKEN`` (bearer
-token), ``SCORIO_MONITOR_TOPIC_PREFIX`` (MQTT, default ``scorio``),
+for partial credit map ``{"C": 2, "P": 1, "I": 0, "N": 0}``); true and
+false → 1 and 0; a whole number → itself. Before a task's samples run, the
+mapping is checked against the run (:func:`categories_refusal`): a run the
+monitor knows must weigh every category the mapping names, else the hook
+says so once and reports nothing from that run; a new run is declared from
+an explicit mapping with Inspect's own value of each score as its weight (C
+1, P 0.5, I and N 0), so the status avg is Inspect's accuracy. NaN
+(``Score.unscored``), other numbers, lists, dicts, unmapped strings and
+errored samples are not outcomes: they are logged and not sent. With
+several scorers, ``SCORIO_MONITOR_SCORER`` names the one to use (default:
+the first). Also read: ``SCORIO_MONITOR_TOKEN`` (bearer token),
+``SCORIO_MONITOR_TOPIC_PREFIX`` (MQTT, default ``scorio``),
 ``SCORIO_MONITOR_BATCH_SIZE`` (50) and ``SCORIO_MONITOR_FLUSH_INTERVAL_S``
 (0.5), ``SCORIO_MONITOR_MAX_BUFFERED`` (100000). Callbacks only buffer; a
-background task sends the batches, the end of each task flushes, and the end
-of the run flushes and closes.
+background task sends the batches, the end of each task flushes, and the
+end of the run flushes and closes.
 
-A monitor that is away never holds the eval up: each send is one attempt,
-and after a failure the client's circuit breaker answers at once (no
-network) until a probe finds the monitor back; it warns once. Trials wait
+The first contact, before any sample runs, checks that a scorio monitor
+answers at the URL: one that is not (a wrong path: HTTP 404) is said once,
+and nothing of the run is reported. Several processes may share one state
+file: the one holding its lock writes, the others spool beside it for that
+one to count (:class:`~adapters.harness.transports.StateFileTransport`).
+
+A monitor that is away or hangs never holds the eval up: the first contact
+waits ``FIRST_CONTACT_S`` at most, each send is one attempt, and after a
+failure the client's circuit breaker answers at once (no network) until a
+probe in the background finds the monitor back; it warns once. Trials wait
 in the buffer (up to ``SCORIO_MONITOR_MAX_BUFFERED``; beyond, new ones are
-dropped with one warning) and go out when the monitor returns; what is
-still unsent when the run ends is logged as an error with its count.
+dropped with one warning) and go out when the monitor returns; the end of a
+task does not wait for them, and what is still unsent after the run's last
+try (``LAST_TRY_S`` at most) is logged as an error with its count.
 
 **Early stopping** lives in :mod:`adapters.harness.early_stopping`; it reads
 the monitor this hook feeds.
@@ -56,17 +69,12 @@ Both need the asyncio backend (Inspect's default).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import json
 import logging
 import os
-import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from types import MappingProxyType
-from typing import Final
 
 from inspect_ai.hooks import (
     Hooks,
@@ -80,172 +88,45 @@ from inspect_ai.hooks import (
 from inspect_ai.log import EvalSample
 from inspect_ai.scorer import Score
 
-from adapters.harness.client import AsyncMonitorClient, transport_for
-from adapters.harness.retry import Retry
-from adapters.harness.transports import (
-    EmbeddedTransport,
-    MonitorUnavailableError,
-    check_run,
+from adapters.harness.client import AsyncMonitorClient
+from adapters.harness.inspect_setup import (
+    DEFAULT_CATEGORIES,
+    FIRST_CONTACT_S,
+    LAST_TRY_S,
+    STATE,
+    URL,
+    InspectSettings,
+    categories_refusal,
+    category_of,
+    connect,
+    inspect_weights,
+    is_enabled,
+    run_name,
 )
-from monitor.engine.monitor import Monitor
+from adapters.harness.retry import Retry
+from adapters.harness.transports import MonitorUnavailableError
 from monitor.errors import ConfigError, MonitorError
 from monitor.schema import Cost, TrialEvent
-from monitor.stores.sqlite import SqliteStore
 
 log = logging.getLogger(__name__)
 
-URL: Final = "SCORIO_MONITOR_URL"
-STATE: Final = "SCORIO_MONITOR_STATE"
-DEFAULT_CATEGORIES: Final[Mapping[str, int]] = MappingProxyType(
-    {"C": 1, "I": 0, "P": 0, "N": 0}
-)
-
-
-def is_enabled(environ: Mapping[str, str]) -> bool:
-    """Whether the environment names a monitor (a URL or a state file)."""
-    return bool(environ.get(URL) or environ.get(STATE))
-
-
-@dataclass(frozen=True, slots=True)
-class InspectSettings:
-    """Where the monitor is and how scores become trials (see the module doc)."""
-
-    url: str | None = None
-    state: str | None = None
-    token: str | None = None
-    topic_prefix: str = "scorio"
-    run: str | None = None
-    scorer: str | None = None
-    categories: Mapping[str, int] = field(default_factory=lambda: DEFAULT_CATEGORIES)
-    batch_size: int = 50
-    flush_interval_s: float = 0.5
-    max_buffered: int = 100_000
-
-    @classmethod
-    def from_environment(cls, environ: Mapping[str, str]) -> InspectSettings:
-        """Settings from ``SCORIO_MONITOR_*`` variables.
-
-        Raises:
-            ConfigError: for neither or both of the URL and the state file,
-                or a value that does not parse.
-        """
-        url, state = environ.get(URL) or None, environ.get(STATE) or None
-        if (url is None) == (state is None):
-            raise ConfigError(f"set exactly one of {URL} and {STATE}")
-        try:
-            if url is not None:
-                transport_for(url)  # checks the URL
-            if environ.get("SCORIO_MONITOR_RUN"):
-                check_run(environ["SCORIO_MONITOR_RUN"])
-            settings = cls(
-                url=url,
-                state=state,
-                token=environ.get("SCORIO_MONITOR_TOKEN") or None,
-                topic_prefix=environ.get("SCORIO_MONITOR_TOPIC_PREFIX", "scorio"),
-                run=environ.get("SCORIO_MONITOR_RUN") or None,
-                scorer=environ.get("SCORIO_MONITOR_SCORER") or None,
-                categories=_categories(environ.get("SCORIO_MONITOR_CATEGORIES")),
-                batch_size=int(environ.get("SCORIO_MONITOR_BATCH_SIZE", "50")),
-                flush_interval_s=float(
-                    environ.get("SCORIO_MONITOR_FLUSH_INTERVAL_S", "0.5")
-                ),
-                max_buffered=int(environ.get("SCORIO_MONITOR_MAX_BUFFERED", "100000")),
-            )
-        except ValueError as exc:
-            raise ConfigError(f"scorio-monitor settings: {exc}") from exc
-        if (
-            not 1 <= settings.batch_size <= settings.max_buffered
-            or not settings.flush_interval_s > 0
-        ):
-            raise ConfigError(
-                "need 1 <= SCORIO_MONITOR_BATCH_SIZE <= SCORIO_MONITOR_MAX_BUFFERED "
-                "and SCORIO_MONITOR_FLUSH_INTERVAL_S > 0"
-            )
-        return settings
-
-
-def _categories(text: str | None) -> Mapping[str, int]:
-    if not text:
-        return DEFAULT_CATEGORIES
-    mapping = json.loads(text)
-    if not isinstance(mapping, dict) or not all(
-        isinstance(value, int) and not isinstance(value, bool) and value >= 0
-        for value in mapping.values()
-    ):
-        raise ValueError(
-            "SCORIO_MONITOR_CATEGORIES must be a JSON object of score -> "
-            f"category (an integer >= 0); got {text!r}"
-        )
-    return MappingProxyType({str(key): value for key, value in mapping.items()})
-
-
-@contextlib.asynccontextmanager
-async def connect(
-    settings: InspectSettings,
-    *,
-    flush_interval_s: float | None = None,
-    read_only: bool = False,
-    retry: Retry | None = None,
-    run: str | None = None,
-) -> AsyncIterator[AsyncMonitorClient]:
-    """A client for the settings' monitor; an embedded one opens the state file.
-
-    ``read_only`` opens the state file for reading while another process
-    (or the hook) writes it: the client follows the trials appended since
-    (at each status or plan). ``run`` (read-only) reads that run only.
-
-    Raises:
-        StoreError: when the state file cannot be opened.
-    """
-    if settings.url is not None:
-        transport = transport_for(
-            settings.url, token=settings.token, topic_prefix=settings.topic_prefix
-        )
-        async with AsyncMonitorClient(
-            transport,
-            batch_size=settings.batch_size,
-            flush_interval_s=flush_interval_s,
-            max_buffered=settings.max_buffered,
-            retry=retry,
-        ) as client:
-            yield client
-        return
-    path = settings.state or "scorio-monitor.db"
-    monitor = await asyncio.to_thread(
-        lambda: Monitor(
-            SqliteStore(path, read_only=read_only, run=run if read_only else None),
-            shared_refresh_s=0.0,
-        )
-    )
-    try:
-        async with AsyncMonitorClient(
-            EmbeddedTransport(monitor),
-            batch_size=settings.batch_size,
-            flush_interval_s=flush_interval_s,
-            max_buffered=settings.max_buffered,
-            retry=retry,
-        ) as client:
-            yield client
-    finally:
-        await asyncio.to_thread(monitor.close)
-
-
-def run_name(task: str) -> str:
-    """A task name as a run id: ``inspect_evals/gsm8k`` -> ``inspect_evals.gsm8k``."""
-    return re.sub(r"[/+#]", ".", task)
-
-
-def category_of(value: object, categories: Mapping[str, int]) -> int | None:
-    """The outcome category of a score value, or ``None`` if it is not one."""
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, str):
-        return categories.get(value)
-    if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, float) and value.is_integer() and value >= 0:
-        return int(value)
-    return None
+__all__ = [
+    "DEFAULT_CATEGORIES",
+    "FIRST_CONTACT_S",
+    "LAST_TRY_S",
+    "STATE",
+    "URL",
+    "InspectSettings",
+    "MonitorHook",
+    "attempt_id",
+    "categories_refusal",
+    "category_of",
+    "connect",
+    "inspect_weights",
+    "is_enabled",
+    "run_name",
+    "trial_event",
+]
 
 
 def attempt_id(eval_id: str, epoch: int) -> str:
@@ -340,6 +221,8 @@ class _Reporter:
     settings: InspectSettings
     client: AsyncMonitorClient
     stack: contextlib.AsyncExitStack
+    # Per run: why its trials are not reported (None: they are).
+    refusals: dict[str, str | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,8 +271,19 @@ class MonitorHook(Hooks):
                     settings,
                     flush_interval_s=settings.flush_interval_s,
                     retry=Retry(attempts=1),
+                    last_try_s=LAST_TRY_S,
                 )
             )
+        except MonitorError as exc:
+            await stack.aclose()
+            log.error("not reporting to scorio-monitor: %s", exc)
+            return
+        try:
+            # The first contact, before any sample runs: a URL that is not a
+            # monitor stops here, once, instead of failing every batch.
+            await client.check()
+        except MonitorUnavailableError:
+            pass  # the client warned once; trials wait in its buffer
         except MonitorError as exc:
             await stack.aclose()
             log.error("not reporting to scorio-monitor: %s", exc)
@@ -399,13 +293,25 @@ class MonitorHook(Hooks):
     async def on_task_start(self, data: TaskStart) -> None:
         """Remember the task's run id and model."""
         reporter = self._reporters.get(data.run_id)
-        if reporter is not None:
-            self._tasks[data.eval_id] = _TaskReport(
-                run_id=data.run_id,
-                eval_id=data.eval_id,
-                run=reporter.settings.run or run_name(data.spec.task),
-                model=data.spec.model,
-            )
+        if reporter is None:
+            return
+        run = reporter.settings.run or run_name(data.spec.task)
+        if run not in reporter.refusals:
+            refusal = None
+            if not reporter.client.monitor_away:
+                refusal = await categories_refusal(
+                    reporter.client, run, reporter.settings
+                )
+                if refusal is not None:
+                    log.error(
+                        "not reporting run %r to scorio-monitor: %s", run, refusal
+                    )
+            reporter.refusals[run] = refusal
+        if reporter.refusals[run] is not None:
+            return
+        self._tasks[data.eval_id] = _TaskReport(
+            run_id=data.run_id, eval_id=data.eval_id, run=run, model=data.spec.model
+        )
 
     async def on_sample_end(self, data: SampleEnd) -> None:
         """Buffer the finished sample-epoch's trial (never waits for the network)."""
@@ -432,6 +338,15 @@ class MonitorHook(Hooks):
         task = self._tasks.pop(data.eval_id, None)
         reporter = self._reporters.get(data.run_id)
         if task is None or reporter is None:
+            return
+        if reporter.client.monitor_away:
+            # Waiting would hold the eval: the background flush and the last
+            # try at the run's end send them when the monitor is back.
+            log.info(
+                "%d trials of task %s wait for the monitor",
+                reporter.client.pending,
+                task.run,
+            )
             return
         try:
             await reporter.client.flush()

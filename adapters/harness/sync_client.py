@@ -149,6 +149,14 @@ class MonitorClient:
         """Send every buffered trial now; the number sent."""
         return self._run(self._client.flush())
 
+    def check(self) -> None:
+        """The first contact (see :meth:`AsyncMonitorClient.check`)."""
+        self._run(self._client.check())
+
+    def config(self, run: str) -> RunConfig:
+        """The run's config."""
+        return self._run(self._client.config(run))
+
     def status(self, run: str) -> Status:
         """The run's status."""
         return self._run(self._client.status(run))

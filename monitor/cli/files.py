@@ -202,6 +202,8 @@ def _ingest_to_url(path: Path, arguments: argparse.Namespace) -> int:
         console = terminal()
         for status in statuses:
             console.print(status_view(status, []))
+    if sent.refused:
+        return 1  # said once per run, above
     if sent.trials == 0:
         print("scorio-monitor: no valid trials read", file=sys.stderr)
         return 1

@@ -15,11 +15,12 @@ stopped; a crash between the answer and the cursor only re-sends one batch.
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adapters.harness import MonitorClient, transport_for
+from adapters.harness import BatchRefusedError, MonitorClient, transport_for
 from adapters.jsonl import Cursor, JsonLines
 from monitor.config import load_run_configs
 from monitor.feeds.files import ItemBatch, Located
@@ -32,11 +33,27 @@ from monitor.schema import Rejection, Status, TrialEvent
 
 @dataclass(slots=True)
 class Sent:
-    """What was sent: trials per run, and the rejections found locally."""
+    """What was sent: trials per run, the rejections found locally, and what
+    the service refused (per run: trials, and the first reason)."""
 
     trials: int = 0
     runs: set[str] = field(default_factory=set)
     rejected: list[Rejection] = field(default_factory=list)
+    refused: dict[str, tuple[int, str]] = field(default_factory=dict)
+    offered: Counter[str] = field(default_factory=Counter)
+
+    def add(self, other: Sent) -> None:
+        """Fold in what a later batch sent."""
+        self.trials += other.trials
+        self.runs |= other.runs
+        self.offered.update(other.offered)
+        self.rejected.extend(other.rejected)
+        for run, (count, reason) in other.refused.items():
+            self.refuse(run, count, reason)
+
+    def refuse(self, run: str, count: int, reason: str) -> None:
+        before, first = self.refused.get(run, (0, reason))
+        self.refused[run] = (before + count, first)
 
 
 class RemoteSink:
@@ -57,6 +74,8 @@ class RemoteSink:
     def __enter__(self) -> RemoteSink:
         self._client.__enter__()
         try:
+            # A URL that is not a monitor fails here, once, before any file.
+            self._client.check()
             for config in load_run_configs(self._config) if self._config else []:
                 self._client.declare(config)
         except BaseException:
@@ -70,7 +89,8 @@ class RemoteSink:
     def send(self, items: Iterable[object], source: str) -> Sent:
         """Send the trials among ``items``; return what went and what did not.
 
-        Returns once the service acknowledged every trial (or raises).
+            Returns once the service acknowledged every trial it did not refuse
+        (or raises when it cannot be reached).
         """
         sent = Sent()
         events: list[TrialEvent] = []
@@ -81,11 +101,22 @@ class RemoteSink:
                 continue
             events.append(event)
             sent.runs.add(event.run)
-        if events:
-            self._client.report(events)
-        self._client.flush()
+            sent.offered[event.run] += 1
         sent.trials = len(events)
-        return sent
+        # A batch the service refuses (e.g. a run it does not know) is
+        # noted and dropped; the rest of the file still goes.
+        waiting = events
+        while True:
+            try:
+                if waiting:
+                    waiting = []
+                    self._client.report(events)  # buffered whole, then sent
+                self._client.flush()
+            except BatchRefusedError as refusal:
+                sent.refuse(refusal.run, refusal.trials, refusal.detail)
+                sent.trials -= refusal.trials
+                continue
+            return sent
 
     def statuses(self, runs: Iterable[str]) -> list[Status]:
         return [self._client.status(run) for run in sorted(runs)]
@@ -118,10 +149,10 @@ def ingest_to_url(
     with RemoteSink(url, token, config) as sink:
         for batch in batches:
             sent = sink.send(batch.items, batch.source)
-            total.trials += sent.trials
-            total.runs |= sent.runs
+            total.add(sent)
             _show(sent.rejected)
-        return total, sink.statuses(total.runs)
+        _show_refused(total)
+        return total, sink.statuses(_counted(total))
 
 
 def watch_to_url(
@@ -147,13 +178,13 @@ def watch_to_url(
                 else:
                     parsed.extend(decode_events(line.data, source.name, line.number))
             sent = sink.send(parsed, source.name)
-            total.trials += sent.trials
-            total.runs |= sent.runs
+            total.add(sent)
             _show(sent.rejected)
             if cursor_file is not None and cursor is not None:
                 # Only after the service acknowledged the batch.
                 cursor_file.write_text(cursor, encoding="utf-8")
-        return total, sink.statuses(total.runs)
+        _show_refused(total)
+        return total, sink.statuses(_counted(total))
 
 
 def resume_point(path: Path | None) -> Cursor | None:
@@ -166,6 +197,24 @@ def resume_point(path: Path | None) -> Cursor | None:
 
 def _cursor_file(path: Path | None) -> Path | None:
     return None if path is None else path.with_name(path.name + ".url-cursor")
+
+
+def _counted(sent: Sent) -> set[str]:
+    """The runs the service took: not those it refused every trial of."""
+    return {
+        run
+        for run in sent.runs
+        if sent.offered[run] > sent.refused.get(run, (0, ""))[0]
+    }
+
+
+def _show_refused(sent: Sent) -> None:
+    for run, (count, reason) in sorted(sent.refused.items()):
+        print(
+            f"scorio-monitor: the service refused {count} trials of run {run!r}: "
+            f"{reason}",
+            file=sys.stderr,
+        )
 
 
 def _show(rejections: list[Rejection]) -> None:

@@ -18,6 +18,14 @@ from filelock import lock_descriptor
 from monitor.errors import StoreError
 
 
+class StateFileBusyError(StoreError):
+    """Another process holds the state file's writer lock.
+
+    A caller that can wait (or set its work aside) catches this one rather
+    than any StoreError: the file itself is fine.
+    """
+
+
 class WriterLock:
     """The exclusive lock of one state file's writer.
 
@@ -31,7 +39,7 @@ class WriterLock:
         self._handle: int | None = None
 
     def acquire(self) -> None:
-        """Take the lock, or raise StoreError when another process holds it."""
+        """Take the lock, or raise StateFileBusyError when another process holds it."""
         path = self._lock_path
         while True:
             handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -42,7 +50,7 @@ class WriterLock:
                 raise
             if not locked:
                 os.close(handle)
-                raise StoreError(
+                raise StateFileBusyError(
                     f"state file {self._path} is being written by another process"
                 )
             # The holder before us removes the file on close: a lock on a

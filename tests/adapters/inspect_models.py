@@ -22,6 +22,8 @@ from inspect_ai.model import (
 )
 from inspect_ai.tool import ToolChoice, ToolInfo
 
+PROVIDER = "scorio-latency"
+
 
 class LatencyModel(ModelAPI):
     """Answers ``yes``/``no`` after ``latency_s``; counts calls per question."""
@@ -56,4 +58,4 @@ class LatencyModel(ModelAPI):
         return output
 
 
-modelapi(name="scorio-latency")(LatencyModel)
+modelapi(name=PROVIDER)(LatencyModel)

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from adapters.harness import (
     AsyncMonitorClient,
@@ -28,6 +26,7 @@ from monitor import ConfigError, Monitor, RunConfig, TrialEvent, UnknownRunError
 from monitor.config import HttpSettings, MqttSettings
 from monitor.http.app import create_app
 from monitor.service.service import Service
+from tests.adapters.late_service import Later, late_service
 from tests.helpers import eventually, serving
 from tests.services import MosquittoBroker, free_port, redis_server
 
@@ -66,30 +65,20 @@ def payloads(service: Service) -> int:
     return service.snapshot.latency.count
 
 
-@contextlib.asynccontextmanager
-async def serving_later(
-    service: Service, port: int, delay_s: float
-) -> AsyncIterator[None]:
-    """Start the HTTP API on ``port`` only after ``delay_s``."""
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(service, HttpSettings(token=TOKEN)),
-            host="127.0.0.1",
-            port=port,
-            log_level="warning",
-        )
+@pytest.fixture
+async def later() -> AsyncIterator[Later]:
+    async with late_service() as service:
+        yield service
+
+
+def retried(caplog: pytest.LogCaptureFixture, needle: str = "") -> bool:
+    """Whether the client has logged a retry (whose reason contains ``needle``)."""
+    return any(
+        record.name == "adapters.harness.retry"
+        and "retrying" in record.getMessage()
+        and needle in record.getMessage()
+        for record in caplog.records
     )
-
-    async def serve() -> None:
-        await asyncio.sleep(delay_s)
-        await server.serve()
-
-    task = asyncio.create_task(serve())
-    try:
-        yield
-    finally:
-        server.should_exit = True
-        await task
 
 
 # -- embedded --------------------------------------------------------------
@@ -221,24 +210,27 @@ async def test_http_status_next_and_declare_match_the_engine(
 
 
 async def test_the_client_retries_until_a_late_server_answers(
-    service: tuple[str, Service],
+    later: Later, caplog: pytest.LogCaptureFixture
 ) -> None:
-    _, running = service
-    port = free_port()
-    transport = HttpTransport(f"http://127.0.0.1:{port}", token=TOKEN)
-    async with (
-        serving_later(running, port, delay_s=0.5),
-        AsyncMonitorClient(transport, retry=PATIENT) as client,
-    ):
-        started = time.monotonic()
-        await client.report(trials(3))
-        assert await client.flush() == 3
-        assert time.monotonic() - started >= 0.4
-        assert (await client.status("r")).trials == 3
+    later.service.monitor.configure(RunConfig(run="r", question_count=4))
+    transport = HttpTransport(f"http://127.0.0.1:{later.port}", token=TOKEN)
+    with caplog.at_level(logging.INFO, logger="adapters.harness"):
+        async with AsyncMonitorClient(transport, retry=PATIENT) as client:
+            await client.report(trials(3))
+            flushing = asyncio.create_task(client.flush())
+
+            async def failed_once() -> bool:
+                return retried(caplog)
+
+            await eventually(failed_once, timeout_s=10)
+            assert not flushing.done()
+            await later.start()
+            assert await flushing == 3
+            assert (await client.status("r")).trials == 3
 
 
 async def test_the_client_retries_while_the_service_answers_503(
-    tmp_path: Path, prefix: str
+    tmp_path: Path, prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     with redis_server(tmp_path / "redis", persistent=True) as redis:
         monitor = Monitor(RedisStore(redis.url, prefix=prefix, timeout_s=1.0))
@@ -250,8 +242,13 @@ async def test_the_client_retries_while_the_service_answers_503(
         ):
             redis.stop()
             await client.report(trials(5))
-            flushing = asyncio.create_task(client.flush())
-            await asyncio.sleep(0.5)
+            with caplog.at_level(logging.INFO, logger="adapters.harness"):
+                flushing = asyncio.create_task(client.flush())
+
+                async def refused_for_now() -> bool:
+                    return retried(caplog, "503")
+
+                await eventually(refused_for_now, timeout_s=10)
             assert not flushing.done()  # 503 while the store is down
             redis.start()
             assert await flushing == 5
@@ -271,11 +268,11 @@ async def test_the_client_gives_up_after_its_attempts_and_keeps_the_trials() -> 
 
 
 async def test_refusals_are_not_retried_and_say_why(
-    service: tuple[str, Service],
+    service: tuple[str, Service], caplog: pytest.LogCaptureFixture
 ) -> None:
     base, _ = service
     slow = Retry(attempts=5, first_delay_s=5.0, max_delay_s=5.0)
-    started = time.monotonic()
+    caplog.set_level(logging.INFO, logger="adapters.harness")
     async with AsyncMonitorClient(HttpTransport(base), retry=slow) as anonymous:
         await anonymous.report(trials(1))
         with pytest.raises(RequestRejectedError) as unauthorized:
@@ -296,7 +293,7 @@ async def test_refusals_are_not_retried_and_say_why(
         with pytest.raises(RequestRejectedError, match="unknown run") as refused:
             await ok.flush()
         assert refused.value.status == 422 and ok.pending == 0
-    assert time.monotonic() - started < 5.0
+    assert not retried(caplog)
 
 
 async def test_the_sync_client_works_over_http(service: tuple[str, Service]) -> None:
@@ -323,13 +320,20 @@ def mqtt_settings(mosquitto: MosquittoBroker, prefix: str) -> MqttSettings:
 
 
 @pytest.fixture
-async def mqtt_service(mqtt_settings: MqttSettings) -> AsyncIterator[Service]:
+async def mqtt_service(
+    mqtt_settings: MqttSettings, caplog: pytest.LogCaptureFixture
+) -> AsyncIterator[Service]:
     monitor = Monitor()
     monitor.configure(RunConfig(run="r", question_count=4))
+    caplog.set_level(logging.INFO, logger="adapters.mqtt")
     async with Service(
         monitor, [MqttSource(mqtt_settings)], [MqttPublisher(mqtt_settings)]
     ) as running:
-        await asyncio.sleep(0.3)  # the source subscribes
+
+        async def subscribed() -> bool:
+            return any("subscribed to" in r.getMessage() for r in caplog.records)
+
+        await eventually(subscribed, timeout_s=10)
         yield running
 
 

@@ -11,7 +11,6 @@ import contextlib
 import gc
 import io
 import logging
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from monitor.http.app import create_app
 from monitor.service.service import Service
 from monitor.stores.sqlite import SqliteStore
 from tests.adapters import inspect_models
+from tests.adapters.hung_server import hung_server
 from tests.adapters.test_inspect_ai import INSPECT_OWN_WARNINGS
 from tests.helpers import serving
 from tests.services import free_port
@@ -150,7 +150,10 @@ async def test_early_stopping_never_runs_a_question_beyond_its_cap(
         max_trials_per_question=cap,
     )
     monkeypatch.setenv("SCORIO_MONITOR_FLUSH_INTERVAL_S", "0.05")
-    stopping = MonitorEarlyStopping(refresh_s=0.2)
+    # The service below answers from the eval's own event loop, on a shared
+    # machine: let a look wait for it (a monitor that does not answer within
+    # the wait budget is taken for away, and the cap is not enforced then).
+    stopping = MonitorEarlyStopping(refresh_s=0.2, wait_budget_s=30.0)
     if transport == "state":
         state = tmp_path / "state.db"
         with Monitor(state) as monitor:
@@ -183,43 +186,37 @@ async def test_early_stopping_never_runs_a_question_beyond_its_cap(
     assert max(sum(row) for t in counts.values() for row in t.observed) == cap
 
 
-# -- 3. a monitor that is away ---------------------------------------------
+# -- 3. a monitor that is away, or hangs -----------------------------------
+# What it costs in wall time is measured by benchmarks/monitor_away.py.
 
 
-async def test_an_unreachable_monitor_costs_the_eval_at_most_a_second(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("case", ["away", "hung"])
+async def test_a_monitor_that_is_away_or_hangs_is_said_once_and_the_eval_runs_whole(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    case: str,
 ) -> None:
     models = [model("a", "1"), model("b", "10")]
     epochs = 5
-
-    async def timed(label: str) -> float:
-        started = time.monotonic()
-        logs = await evaluate(
-            yes_no(epochs, MonitorEarlyStopping()), models, tmp_path / label
-        )
-        elapsed = time.monotonic() - started
-        assert all(len(log.samples or []) == len(QUESTIONS) * epochs for log in logs)
-        return elapsed
-
-    await timed("warm-up")  # imports and first-use costs out of the comparison
-    # The machine is shared: the fastest of three runs each, interleaved so a
-    # busy spell hits both sides, is the eval's time.
-    away_url = f"http://127.0.0.1:{free_port()}"
-    without_s: list[float] = []
-    away_s: list[float] = []
-    for index in range(3):
-        monkeypatch.delenv("SCORIO_MONITOR_URL", raising=False)
-        without_s.append(await timed(f"without-{index}"))
-        monkeypatch.setenv("SCORIO_MONITOR_URL", away_url)
-        if index == 2:
-            caplog.clear()
-            with caplog.at_level(logging.INFO, logger="adapters.harness"):
-                away_s.append(await timed(f"away-{index}"))
+    with contextlib.ExitStack() as stack:
+        if case == "away":
+            url = f"http://127.0.0.1:{free_port()}"
         else:
-            away_s.append(await timed(f"away-{index}"))
-    without, away = min(without_s), min(away_s)
+            url = stack.enter_context(hung_server())
+        monkeypatch.setenv("SCORIO_MONITOR_URL", url)
+        with caplog.at_level(logging.INFO, logger="adapters.harness"):
+            logs = await evaluate(
+                yes_no(epochs, MonitorEarlyStopping()), models, tmp_path
+            )
 
-    assert away - without <= 1.0, (away, without)
+    assert all(len(log.samples or []) == len(QUESTIONS) * epochs for log in logs)
+    assert all(
+        log.results is not None
+        and log.results.early_stopping is not None
+        and not log.results.early_stopping.early_stops
+        for log in logs
+    )
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
     # Said once, not once per trial: unreachable (the hook's client and each
     # task's early-stopping client), and the undelivered trials at the end.

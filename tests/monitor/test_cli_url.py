@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor import Monitor
+from monitor import Monitor, RunConfig
 from monitor.config import HttpSettings
 from monitor.http.app import create_app
 from monitor.service.service import Service
@@ -147,3 +147,40 @@ async def test_ingest_sends_jsonl_and_csv_rows_as_watch_does(
     assert await cli(ran, "ingest", str(table), "--format", "csv", *url) == 0, ran.err
     assert running.monitor.status("c").trials == 2 * 4 * 2
     assert "rows.csv:18: rejected:" in ran.err
+
+
+async def test_ingest_goes_on_past_runs_the_service_does_not_know_and_says_so_once(
+    service: tuple[str, Service], ran: Ran
+) -> None:
+    base, running = service
+    # Declared runs only: the other two tasks of the output are unknown.
+    running.monitor.configure(RunConfig(run="scorio_mc"))
+    url = ["--url", base, "--token", TOKEN]
+
+    code = await cli(ran, "ingest", str(OUTPUT), "--format", "lm-eval", *url, "--json")
+
+    assert code == 1, ran.err
+    assert running.monitor.status("scorio_mc").trials == 4  # sent past the refusals
+    assert running.monitor.runs == ["scorio_mc"]
+    refused = [line for line in ran.err.splitlines() if "refused" in line]
+    assert sorted(refused) == [
+        "scorio-monitor: the service refused 6 trials of run 'scorio_arith_gen': "
+        "unknown run 'scorio_arith_gen'; declared runs: scorio_mc (6 trials)",
+        "scorio-monitor: the service refused 6 trials of run 'scorio_arith_r4': "
+        "unknown run 'scorio_arith_r4'; declared runs: scorio_mc (6 trials)",
+    ], ran.err
+    assert ran.err.count("unknown run") == 2  # each reason once, not per trial
+    assert [status["run"] for status in json.loads(ran.out)] == ["scorio_mc"]
+
+
+async def test_ingest_to_a_url_that_is_not_a_monitor_fails_once(
+    service: tuple[str, Service], ran: Ran
+) -> None:
+    base, running = service
+    url = ["--url", f"{base}/wrong", "--token", TOKEN]
+
+    code = await cli(ran, "ingest", str(OUTPUT), "--format", "lm-eval", *url)
+
+    assert code == 2
+    assert ran.err.count(f"{base}/wrong is not a scorio monitor") == 1, ran.err
+    assert running.monitor.runs == []

@@ -11,7 +11,9 @@ are in :mod:`~adapters.harness.transports.base`; one module per transport:
   ``{prefix}/{run}/trials``, statuses read from the retained
   ``{prefix}/{run}/status`` topics, through aiomqtt; it cannot plan or
   declare runs (those need HTTP or an embedded monitor);
-- :class:`EmbeddedTransport`: a :class:`monitor.Monitor` in this process.
+- :class:`EmbeddedTransport`: a :class:`monitor.Monitor` in this process;
+- :class:`StateFileTransport`: a state file several processes feed (the
+  one holding its writer lock counts, the others spool beside it).
 
 httpx and aiomqtt stop here: each has one place that turns its exceptions
 into monitor errors::
@@ -21,28 +23,39 @@ into monitor errors::
     ├── ConfigError              a run declaration was refused
     ├── MonitorUnavailableError  no connection, a timeout, HTTP 408, 429 or 5xx
     └── RequestRejectedError     any other refusal, or an unreadable answer
+        ├── BatchRefusedError    a whole batch of trials refused (dropped)
+        └── NotAMonitorError     the first contact found no scorio monitor there
 """
 
 from adapters.harness.transports.base import (
     RESERVED_IN_RUN,
+    BatchRefusedError,
     MonitorUnavailableError,
+    NotAMonitorError,
     RequestRejectedError,
     Transport,
     check_run,
     encode,
 )
+from adapters.harness.transports.choice import transport_for
 from adapters.harness.transports.embedded import EmbeddedTransport
 from adapters.harness.transports.http import HttpTransport
 from adapters.harness.transports.mqtt import MqttTransport
+from adapters.harness.transports.state_file import StateFileTransport, spool_of
 
 __all__ = [
     "RESERVED_IN_RUN",
+    "BatchRefusedError",
     "EmbeddedTransport",
     "HttpTransport",
     "MonitorUnavailableError",
     "MqttTransport",
+    "NotAMonitorError",
     "RequestRejectedError",
+    "StateFileTransport",
     "Transport",
     "check_run",
     "encode",
+    "spool_of",
+    "transport_for",
 ]

@@ -45,6 +45,29 @@ class RequestRejectedError(MonitorError):
         self.status = status
 
 
+class BatchRefusedError(RequestRejectedError):
+    """The monitor refused a whole batch of a run's trials (they are dropped).
+
+    ``run`` and ``trials`` say which and how many; ``detail`` is why.
+    """
+
+    def __init__(
+        self, run: str, trials: int, detail: str, status: int | None = None
+    ) -> None:
+        super().__init__(detail, status)
+        self.run = run
+        self.trials = trials
+        self.args = (f"the monitor refused {trials} trials of run {run!r}: {detail}",)
+
+
+class NotAMonitorError(RequestRejectedError):
+    """The address answers, but not as a scorio monitor (e.g. a wrong path).
+
+    Raised by the first contact (:meth:`Transport.check`); nothing sent there
+    would ever be counted, so the caller stops before it sends.
+    """
+
+
 class Transport(Protocol):
     """One way to reach a monitor; entered around its use by one client."""
 
@@ -61,6 +84,19 @@ class Transport(Protocol):
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None: ...
+
+    async def check(self) -> None:
+        """The first contact: is a scorio monitor there?
+
+        Raises:
+            NotAMonitorError: something answers, but not a monitor.
+            MonitorUnavailableError: nothing answers (yet).
+        """
+        ...
+
+    async def config(self, run: str) -> RunConfig:
+        """The run's config (UnknownRunError for a run it does not know)."""
+        ...
 
     async def send(self, run: str, events: Sequence[TrialEvent]) -> None:
         """Deliver one batch of a run's trials (one request or message)."""

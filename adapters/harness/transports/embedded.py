@@ -55,12 +55,18 @@ class EmbeddedTransport:
     ) -> None:
         return None
 
+    async def check(self) -> None:
+        return None  # in this process: nothing to contact
+
+    async def config(self, run: str) -> RunConfig:
+        return await self._call(functools.partial(self._monitor.config, run))
+
     async def send(self, run: str, events: Sequence[TrialEvent]) -> None:
         check_run(run)
         report = await self._call(
             functools.partial(self._monitor.ingest, list(events), source="client")
         )
-        _check_report(report, run)
+        check_report(report, run)
 
     async def status(self, run: str) -> Status:
         return await self._call(functools.partial(self._monitor.status, run))
@@ -90,13 +96,23 @@ class EmbeddedTransport:
                 raise MonitorUnavailableError(f"the state store failed: {exc}") from exc
 
 
-def _check_report(report: IngestReport, run: str) -> None:
-    """Log refused trials; raise when the whole batch was refused (as HTTP does)."""
-    for rejection in report.rejected:
-        log.warning("the monitor refused a trial of run %r: %s", run, rejection.reason)
-    if report.rejected and not (
-        report.accepted or report.duplicates or report.corrections
-    ):
+def check_report(report: IngestReport, run: str) -> None:
+    """Raise when the whole batch was refused (as HTTP does), else log refusals.
+
+    One line per batch, with each reason once: not one per trial.
+    """
+    if not report.rejected:
+        return
+    if report.accepted or report.duplicates or report.corrections:
+        reasons = dict.fromkeys(rejection.reason for rejection in report.rejected)
+        log.warning(
+            "the monitor refused %d trials of run %r: %s",
+            len(report.rejected),
+            run,
+            "; ".join(reasons),
+        )
+    else:
         raise RequestRejectedError(
-            "; ".join(rejection.reason for rejection in report.rejected)
+            "; ".join(dict.fromkeys(r.reason for r in report.rejected))
+            + f" ({len(report.rejected)} trials)"
         )

@@ -6,6 +6,8 @@ exceptions and the HTTP statuses become monitor errors.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -18,6 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from adapters.harness.transports.base import (
     MonitorUnavailableError,
+    NotAMonitorError,
     RequestRejectedError,
     check_run,
     encode,
@@ -38,13 +41,21 @@ class HttpTransport:
         url: The service's base URL, e.g. ``http://127.0.0.1:8000``.
         token: Bearer token for the write routes, if the service has one.
         timeout_s: Time limit of one request.
+        check_timeout_s: Time limit of the first contact (:meth:`check`):
+            a monitor that is there answers it in milliseconds, so one that
+            takes longer is taken for away rather than waited for.
 
     Raises:
         ValueError: for a URL that is not ``http(s)://host[:port]``.
     """
 
     def __init__(
-        self, url: str, *, token: str | None = None, timeout_s: float = 10.0
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        timeout_s: float = 10.0,
+        check_timeout_s: float = 1.0,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -52,6 +63,7 @@ class HttpTransport:
         self._url = url.rstrip("/")
         self._token = token
         self._timeout_s = timeout_s
+        self._check_timeout_s = min(check_timeout_s, timeout_s)
         self._http: httpx.AsyncClient | None = None
 
     @property
@@ -60,13 +72,20 @@ class HttpTransport:
 
     async def __aenter__(self) -> HttpTransport:
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
-        self._http = httpx.AsyncClient(
+        make = functools.partial(
+            httpx.AsyncClient,
             base_url=self._url,
             headers=headers,
             # A monitor that is away must not hold the harness up: connecting
             # to one that is there takes milliseconds.
             timeout=httpx.Timeout(self._timeout_s, connect=min(self._timeout_s, 1.0)),
         )
+        if urlsplit(self._url).scheme == "http":
+            # No TLS here: skip loading the CA bundle, which costs the event
+            # loop 50 ms or more per client.
+            self._http = make(verify=False)
+        else:
+            self._http = await asyncio.to_thread(make)
         return self
 
     async def __aexit__(
@@ -79,15 +98,52 @@ class HttpTransport:
             await self._http.aclose()
             self._http = None
 
+    async def check(self) -> None:
+        where = f"GET {self._url}/healthz"
+        try:
+            response = await self._request(
+                "GET", "/healthz", None, timeout_s=self._check_timeout_s
+            )
+        except RequestRejectedError as exc:
+            raise NotAMonitorError(
+                self._not_a_monitor(f"{where} answered {exc}")
+            ) from exc
+        answer = _json(response)
+        if not isinstance(answer, dict) or answer.get("status") != "ok":
+            raise NotAMonitorError(
+                self._not_a_monitor(f"{where} answered {response.text[:100]!r}")
+            )
+
+    def _not_a_monitor(self, what: str) -> str:
+        return (
+            f"{self._url} is not a scorio monitor ({what}); give the service's "
+            "base URL, e.g. http://127.0.0.1:8000, without a path"
+        )
+
+    async def config(self, run: str) -> RunConfig:
+        response = await self._request("GET", f"{_run_path(run)}/config", run)
+        return _parsed(RunConfig.model_validate_json, response)
+
     async def send(self, run: str, events: Sequence[TrialEvent]) -> None:
         response = await self._request(
             "POST", f"{_run_path(run)}/trials", run, content=encode(events)
         )
         answer = _json(response)
         rejected = answer.get("rejected") if isinstance(answer, dict) else None
-        for item in rejected if isinstance(rejected, list) else []:
-            reason = item.get("reason") if isinstance(item, dict) else item
-            log.warning("%s refused a trial of run %r: %s", self._url, run, reason)
+        if isinstance(rejected, list) and rejected:
+            # One line per batch, each reason once: not one per trial.
+            count = answer.get("rejected_count") if isinstance(answer, dict) else None
+            reasons = dict.fromkeys(
+                str(item.get("reason")) if isinstance(item, dict) else str(item)
+                for item in rejected
+            )
+            log.warning(
+                "%s refused %d trials of run %r: %s",
+                self._url,
+                count if isinstance(count, int) else len(rejected),
+                run,
+                "; ".join(reasons),
+            )
 
     async def status(self, run: str) -> Status:
         response = await self._request("GET", f"{_run_path(run)}/status", run)
@@ -131,6 +187,7 @@ class HttpTransport:
         *,
         content: bytes | None = None,
         params: dict[str, int | float | str] | None = None,
+        timeout_s: float | None = None,
     ) -> httpx.Response:
         """The one place httpx's errors and HTTP statuses become monitor errors."""
         if self._http is None:
@@ -138,7 +195,16 @@ class HttpTransport:
         headers = {"Content-Type": "application/json"} if content is not None else {}
         try:
             response = await self._http.request(
-                method, path, content=content, params=params, headers=headers
+                method,
+                path,
+                content=content,
+                params=params,
+                headers=headers,
+                timeout=(
+                    httpx.USE_CLIENT_DEFAULT
+                    if timeout_s is None
+                    else httpx.Timeout(timeout_s)
+                ),
             )
         except httpx.HTTPError as exc:
             raise MonitorUnavailableError(
@@ -171,7 +237,19 @@ def _json(response: httpx.Response) -> object:
 
 def _detail(response: httpx.Response) -> str:
     answer = _json(response)
-    if isinstance(answer, dict) and isinstance(answer.get("detail"), str):
+    if not isinstance(answer, dict):
+        return response.text[:300] or response.reason_phrase
+    rejected = answer.get("rejected")
+    if isinstance(rejected, list) and rejected:
+        # A refused batch lists a reason per trial, mostly the same one.
+        reasons = [
+            str(item.get("reason")) if isinstance(item, dict) else str(item)
+            for item in rejected
+        ]
+        count = answer.get("rejected_count")
+        total = count if isinstance(count, int) else len(reasons)
+        return "; ".join(dict.fromkeys(reasons)) + f" ({total} trials)"
+    if isinstance(answer.get("detail"), str):
         return str(answer["detail"])
     return response.text[:300] or response.reason_phrase
 

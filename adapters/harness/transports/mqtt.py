@@ -95,6 +95,16 @@ class MqttTransport:
             await self._group.__aexit__(None, None, None)
             self._group = None
 
+    async def check(self) -> None:
+        # A broker cannot say whether a monitor reads its topics: connect only.
+        async with self._translated("connecting"):
+            await self._connected()
+
+    async def config(self, run: str) -> RunConfig:
+        raise NotImplementedError(
+            "reading a run's config needs the HTTP API or an embedded monitor"
+        )
+
     async def send(self, run: str, events: Sequence[TrialEvent]) -> None:
         topic = self._topic(run, "trials")
         async with self._translated(f"publishing to {topic}"):
