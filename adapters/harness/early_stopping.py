@@ -101,6 +101,12 @@ class _TaskRun:
     held: Counter[str] = field(default_factory=Counter)
     # Questions some plan named: the monitor knows them.
     known: set[str] = field(default_factory=set)
+    # Questions let through once without a reservation (never planned).
+    unseen: set[str] = field(default_factory=set)
+    # Of those, the ones no plan has named since.
+    unreserved: set[str] = field(default_factory=set)
+    # The questions the run's config lists (None: not read yet).
+    listed: frozenset[str] | None = None
     taken_s: float = -math.inf
     retry_s: float = -math.inf
     # A look in the background while the monitor is away (None: none).
@@ -299,13 +305,16 @@ class MonitorEarlyStopping:
                 await self._close(task)
                 return None
         status = task.status
-        if status is None or len(status.models) < self._min_models:
+        if status is None:
             return None
-        reason = skip_reason(status, None, (), task.model, question)
-        if reason is not None:
-            return reason
-        if task.model not in {row.model for row in status.models}:
-            return None
+        if len(status.models) >= self._min_models:
+            reason = skip_reason(status, None, (), task.model, question)
+            if reason is not None:
+                return reason
+        # Every sample-epoch runs on a reservation, from the first one on:
+        # the monitor plans a model before it is placed (not yet reporting,
+        # or too few models to compare), so the cap holds with undeclared
+        # models too.
         if task.held[question] == 0:
             try:
                 plan = await self._read(
@@ -325,11 +334,25 @@ class MonitorEarlyStopping:
                 task.held[item.question] += item.trials
                 task.known.add(item.question)
                 task.reserved += item.trials
+                if item.question in task.unreserved:
+                    # A sample-epoch of it runs unreserved: its report will
+                    # settle one of these, so one fewer runs.
+                    task.unreserved.discard(item.question)
+                    task.held[item.question] -= 1
         if task.held[question] > 0:
             task.held[question] -= 1
             return None
-        if status.open and question not in task.known:
-            return None  # never seen: the monitor cannot plan it yet
+        if (
+            question not in task.known
+            and question not in task.unseen
+            and question not in await self._listed(task, client)
+        ):
+            # Never named by a plan: the monitor may not have seen it, and a
+            # plan names only questions it has seen (a question the config
+            # lists it knows). One sample-epoch runs unreserved to show it.
+            task.unseen.add(question)
+            task.unreserved.add(question)
+            return None
         return (
             f"allocation asks for other questions of {task.model} first "
             "(or this one has used its budget)"
@@ -405,6 +428,20 @@ class MonitorEarlyStopping:
                 await stack.aclose()
             except MonitorError as exc:
                 log.warning("early stopping: closing the monitor client: %s", exc)
+
+    async def _listed(
+        self, task: _TaskRun, client: AsyncMonitorClient
+    ) -> frozenset[str]:
+        """The questions the run's config lists, read once per task run."""
+        if task.listed is None:
+            try:
+                config = await self._read(task, client.config(task.run))
+            except UnknownRunError:
+                return frozenset()
+            if config is None:
+                return frozenset()  # asked again at the next unseen question
+            task.listed = frozenset(config.questions or ())
+        return task.listed
 
     async def _read(self, task: _TaskRun, answer: Awaitable[Result]) -> Result | None:
         """The monitor's answer, or None (warned once) when it has none.
