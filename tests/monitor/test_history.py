@@ -49,7 +49,9 @@ def batch(model_rates: dict[str, float], round_: int) -> list[dict[str, object]]
 RATES = {"a": 0.8, "b": 0.5, "c": 0.2}
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis"])
+@pytest.fixture(
+    params=["memory", "sqlite", pytest.param("redis", marks=pytest.mark.services)]
+)
 def store(
     request: pytest.FixtureRequest, tmp_path: Path, prefix: str
 ) -> Iterator[Store]:
