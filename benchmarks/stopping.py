@@ -139,14 +139,21 @@ class Replicate:
     forecasts: dict[float, tuple[int, int]] = field(default_factory=dict)
 
 
-def separated(truth: dict[str, float], groups: dict[str, int], top: int) -> bool:
+def separated(truth: dict[str, float], groups: dict[str, int | None], top: int) -> bool:
     """Whether the groups put the true top ``top`` above every other model."""
     order = sorted(truth, key=lambda name: -truth[name])
     best, rest = order[:top], order[top:]
-    return all(groups[a] < groups[b] for a in best for b in rest)
+    return all(_above(groups, a, b) for a in best for b in rest)
 
 
-def resolved_of(world: World, truth: dict[str, float], groups: dict[str, int]) -> int:
+def _above(groups: dict[str, int | None], a: str, b: str) -> bool:
+    first, second = groups[a], groups[b]
+    return first is not None and second is not None and first < second
+
+
+def resolved_of(
+    world: World, truth: dict[str, float], groups: dict[str, int | None]
+) -> int:
     """Pairs resolved, or for a top-k or leader target its one boundary."""
     if world.target in ("top_k", "leader"):
         return int(separated(truth, groups, world.top_k or 1))
@@ -165,7 +172,7 @@ def fixed_n(world: World, seed: int) -> tuple[bool, int]:
     groups = ci_groups(posterior[:, 0], posterior[:, 1], z_threshold(0.95))
     names = [str(index) for index in range(len(world.means))]
     truth = dict(zip(names, world.means, strict=True))
-    grouping = dict(zip(names, groups.tolist(), strict=True))
+    grouping: dict[str, int | None] = dict(zip(names, groups.tolist(), strict=True))
     return grade(truth, grouping)[0] > 0, resolved_of(world, truth, grouping)
 
 
