@@ -167,6 +167,7 @@ def simulate(
     record_forecasts: bool = False,
     branch: tuple[int, int] | None = None,
     joins: tuple[int, ...] | None = None,
+    probabilities: NDArray[np.float64] | None = None,
 ) -> SimulationResult:
     """Drive the real engine with simulated models until nothing needs trials.
 
@@ -185,9 +186,15 @@ def simulate(
     leaves ``models`` undeclared: a model joins with one trial on each of
     its first ``trials_per_step`` questions once the run has that many
     trials (or when nothing else needs trials), then ``next`` drives it.
+    ``probabilities`` (models x questions) replaces the drawn world, for
+    worlds made otherwise (shared difficulty, permuted copies).
     """
     rng = np.random.default_rng(seed)
-    world = draw_world(means, question_count, kappa, rng)
+    world = (
+        draw_world(means, question_count, kappa, rng)
+        if probabilities is None
+        else probabilities
+    )
     names = [f"model{index + 1:02d}" for index in range(len(means))]
     weights = [k / (categories - 1) for k in range(categories)]
     monitor = Monitor(look_interval_s=0.0)
