@@ -39,7 +39,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.stopping import WORLDS, run_world
+from benchmarks.stopping import run_world
+from benchmarks.stopping_worlds import WORLDS
 from monitor.schema import Status
 
 TOLERANCE = 0.25

@@ -23,9 +23,14 @@ needs trials. Per world and rule it reports:
   its trials reached 0.5 (and 0.65) of the total it finally used, and
   whether that total fell within +-25 % of the forecast's.
 
-Fixed N = 80 is the paper's protocol on the same world (same seed): every
-model gets 80 trials per question, one look, the paper's adjacent grouping
-at z >= 1.645.
+Two fixed designs run on the same world (same seed,
+``benchmarks/fixed_anchors.py``): the paper's protocol (80 trials per
+question for every model, one look, adjacent grouping at z >= 1.645, no
+multiplicity control) and the fair anchor, fixed N + Holm (one look,
+Holm's step-down over the boundaries at the default's guarantee), at
+N = 80 and at the N where its mean pairs reach the adaptive rule's. The
+worlds are in ``benchmarks/stopping_worlds.py``; ``twinlate`` and
+``tieslate`` have undeclared models joining late.
 """
 
 from __future__ import annotations
@@ -37,93 +42,19 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
-from monitor.engine.simulation import (
-    AIME20_MEANS,
-    FIXED_N,
-    PAPER_MEANS,
-    Arrival,
-    SimulationResult,
-    draw_categories,
-    draw_world,
-    grade,
-    simulate,
-)
-from scorio_core import bayes, ci_groups, z_threshold
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.fixed_anchors import GRID, anchors, matching_n
+from benchmarks.stopping_worlds import WORLDS, World, probabilities
+from monitor.engine.simulation import FIXED_N, SimulationResult, grade, simulate
 
 PROGRESS = (0.5, 0.65)
 TOLERANCE = 0.25
 TRIALS_PER_STEP = 10
-
-
-@dataclass(frozen=True)
-class World:
-    """A benchmark world: true means, difficulty spread, shape of the run."""
-
-    name: str
-    means: tuple[float, ...]
-    kappa: float = 5.0
-    questions: int = 30
-    categories: int = 2
-    arrival: Arrival = "least_sampled"
-    costs: tuple[float, ...] | None = None
-    target: str = "ranking"
-    top_k: int | None = None
-    note: str = ""
-
-
-def _spread(first: float, step: float, count: int) -> tuple[float, ...]:
-    return tuple(round(first + step * index, 6) for index in range(count))
-
-
-WORLDS: dict[str, World] = {
-    world.name: world
-    for world in (
-        World("paper11", PAPER_MEANS, note="the paper's 11 models, kappa 5"),
-        World("aime20", AIME20_MEANS, kappa=1.0, note="20 AIME-like models, kappa 1"),
-        World("null8", (0.5,) * 8, note="8 identical models"),
-        World(
-            "ties5x2",
-            tuple(m for m in (0.2, 0.3, 0.4, 0.5, 0.6) for _ in range(2)),
-            note="10 models in five exact ties, 0.10 apart",
-        ),
-        World(
-            "near30",
-            _spread(0.4, 0.005, 30),
-            questions=40,
-            note="30 models 0.005 apart, 40 questions",
-        ),
-        World("questions10", PAPER_MEANS, questions=10, note="paper11, 10 questions"),
-        World(
-            "beta03",
-            PAPER_MEANS,
-            kappa=0.6,
-            note="paper11, per-question p ~ Beta(0.3, 0.3)-like",
-        ),
-        World(
-            "rubric4",
-            (0.3, 0.3, 0.45, 0.5, 0.5, 0.6, 0.7, 0.7),
-            categories=4,
-            note="4 categories (0, 1/3, 2/3, 1), two ties",
-        ),
-        World(
-            "costly",
-            PAPER_MEANS,
-            costs=(1.0,) * 10 + (20.0,),
-            note="paper11, the best model 20x costlier",
-        ),
-        World(
-            "qmajor",
-            PAPER_MEANS,
-            arrival="question_major",
-            note="paper11, every trial of a question before the next",
-        ),
-        World("top3", PAPER_MEANS, target="top_k", top_k=3, note="paper11, top 3"),
-        World("leader", PAPER_MEANS, target="leader", note="paper11, the leader"),
-    )
-}
 
 
 @dataclass
@@ -135,38 +66,56 @@ class Replicate:
     resolved_pairs: int
     fixed_false_claim: bool
     fixed_resolved_pairs: int
+    # fixed N + Holm at each N of the grid: (any false claim, pairs)
+    holm: dict[int, tuple[bool, int]] = field(default_factory=dict)
     # per progress fraction: (forecast hits, forecasts scored)
     forecasts: dict[float, tuple[int, int]] = field(default_factory=dict)
 
 
-def separated(truth: dict[str, float], groups: dict[str, int], top: int) -> bool:
+def separated(truth: dict[str, float], groups: dict[str, int | None], top: int) -> bool:
     """Whether the groups put the true top ``top`` above every other model."""
     order = sorted(truth, key=lambda name: -truth[name])
     best, rest = order[:top], order[top:]
-    return all(groups[a] < groups[b] for a in best for b in rest)
+    return all(_above(groups, a, b) for a in best for b in rest)
 
 
-def resolved_of(world: World, truth: dict[str, float], groups: dict[str, int]) -> int:
+def _above(groups: dict[str, int | None], a: str, b: str) -> bool:
+    first, second = groups[a], groups[b]
+    return first is not None and second is not None and first < second
+
+
+def resolved_of(
+    world: World, truth: dict[str, float], groups: dict[str, int | None]
+) -> int:
     """Pairs resolved, or for a top-k or leader target its one boundary."""
     if world.target in ("top_k", "leader"):
         return int(separated(truth, groups, world.top_k or 1))
     return grade(truth, groups)[1]
 
 
-def fixed_n(world: World, seed: int) -> tuple[bool, int]:
-    """The paper's protocol on the replicate's world: (any false claim, pairs)."""
-    rng = np.random.default_rng(seed)
-    scores = draw_world(world.means, world.questions, world.kappa, rng)
-    results = draw_categories(
-        scores[:, :, None], world.categories, (*scores.shape, FIXED_N), rng
-    )
-    weights = np.arange(world.categories) / (world.categories - 1)
-    posterior = np.array([bayes(results[m], weights) for m in range(len(scores))])
-    groups = ci_groups(posterior[:, 0], posterior[:, 1], z_threshold(0.95))
+def _targets(world: World) -> list[int] | None:
+    if world.target == "leader":
+        return [0]
+    if world.target == "top_k":
+        return [(world.top_k or 1) - 1]
+    return None
+
+
+def fixed_designs(
+    world: World, seed: int
+) -> tuple[tuple[bool, int], dict[int, tuple[bool, int]]]:
+    """The fixed designs on the replicate's world: the paper's rule at N = 80
+    and fixed N + Holm at every N of the grid, each (any false claim, pairs)."""
+    scores = probabilities(world, seed)
+    paper, holm = anchors(scores, world.categories, seed, 0.95, _targets(world))
     names = [str(index) for index in range(len(world.means))]
     truth = dict(zip(names, world.means, strict=True))
-    grouping = dict(zip(names, groups.tolist(), strict=True))
-    return grade(truth, grouping)[0] > 0, resolved_of(world, truth, grouping)
+
+    def graded(groups: np.ndarray) -> tuple[bool, int]:
+        grouping: dict[str, int | None] = dict(zip(names, groups.tolist(), strict=True))
+        return grade(truth, grouping)[0] > 0, resolved_of(world, truth, grouping)
+
+    return graded(paper), {n: graded(groups) for n, groups in holm.items()}
 
 
 def score_forecasts(
@@ -197,6 +146,8 @@ def run_world(
     to :func:`simulate`: error control, forecasts, a branch, an observer)."""
     return simulate(
         world.means,
+        probabilities=probabilities(world, seed),
+        joins=world.joins,
         budget_per_question=cap,
         question_count=world.questions,
         kappa=world.kappa,
@@ -219,7 +170,7 @@ def replicate(job: tuple[str, str, int, int, bool]) -> Replicate:
     )
     used = {row.model: row.trials for row in result.status.models}
     groups = {row.model: row.group for row in result.status.models}
-    fixed_false, fixed_pairs = fixed_n(world, seed)
+    (fixed_false, fixed_pairs), holm = fixed_designs(world, seed)
     return Replicate(
         trials=result.trials,
         cost=result.cost,
@@ -228,6 +179,7 @@ def replicate(job: tuple[str, str, int, int, bool]) -> Replicate:
         resolved_pairs=resolved_of(world, result.true_means, groups),
         fixed_false_claim=fixed_false,
         fixed_resolved_pairs=fixed_pairs,
+        holm=holm,
         forecasts=score_forecasts(result.forecasts, used) if forecasting else {},
     )
 
@@ -268,6 +220,11 @@ def summarise(
             "within_25pct": hits / scored if scored else math.nan,
             "scored": scored,
         }
+    holm_pairs = {n: float(np.mean([run.holm[n][1] for run in runs])) for n in GRID}
+    holm_false = {n: sum(run.holm[n][0] for run in runs) for n in GRID}
+    # Nothing to resolve (no truly different neighbours): any N matches.
+    matched = matching_n(holm_pairs, float(pairs.mean())) if pairs.mean() else 0.0
+    per_n = len(world.means) * world.questions
     return {
         "world": world.name,
         "note": world.note,
@@ -288,6 +245,16 @@ def summarise(
         ),
         "fixed_p_false_claim": fixed_false / count,
         "fixed_p_false_claim_ci": wilson(fixed_false, count),
+        "holm80_pairs": holm_pairs[FIXED_N],
+        "holm80_p_false_claim": holm_false[FIXED_N] / count,
+        "pairs_vs_holm80": (
+            pairs.mean() / holm_pairs[FIXED_N] if holm_pairs[FIXED_N] else math.nan
+        ),
+        "holm_pairs_by_n": holm_pairs,
+        "holm_matching_n": matched,
+        "trials_vs_matching": (
+            trials.mean() / (per_n * matched) if 0.0 < matched < math.inf else math.nan
+        ),
         "forecast": calibration,
         "seconds": seconds,
     }
@@ -339,6 +306,49 @@ def table(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
+def _float(row: dict[str, object], key: str) -> float:
+    value = row.get(key, math.nan)
+    return float(value)  # type: ignore[arg-type]
+
+
+def anchor_table(rows: list[dict[str, object]]) -> str:
+    """Each world beside the fair anchor (fixed N + Holm) and the paper's N = 80."""
+    lines = [
+        "| world | control, cap | P(any false claim) [95 % CI] "
+        "| trials % of fixed N=80 | pairs (mean) | fixed 80 + Holm: pairs, "
+        "P(any false) | pairs % of fixed 80 + Holm | fixed + Holm reaches these "
+        "pairs at N (adaptive trials % of it) | paper fixed 80: pairs, "
+        "P(any false) | goal: >= Holm-80 pairs at <= 50 % trials |",
+        "|" + " --- |" * 10,
+    ]
+    for row in rows:
+        if "holm80_pairs" not in row:
+            continue
+        matched = _float(row, "holm_matching_n")
+        reach = (
+            "n/a (no pairs to resolve)"
+            if matched == 0.0
+            else f"N = {matched:.0f} ({_percent(row['trials_vs_matching'])})"
+            if math.isfinite(matched)
+            else f"beyond N = {max(GRID)}"
+        )
+        share = _float(row, "trials_vs_fixed")
+        versus = _float(row, "pairs_vs_holm80")
+        holm80 = _float(row, "holm80_pairs")
+        met = share <= 0.5 and (versus >= 1.0 or holm80 == 0.0)
+        lines.append(
+            f"| {row['world']} | {row['control']}, {row['cap']} "
+            f"| {_percent(row['p_false_claim'])} {_interval(row['p_false_claim_ci'])} "
+            f"| {_percent(share)} | {_float(row, 'pairs_resolved'):.2f} "
+            f"| {holm80:.2f}, {_percent(row['holm80_p_false_claim'])} "
+            f"| {_percent(versus)} | {reach} "
+            f"| {_float(row, 'fixed_pairs_resolved'):.2f}, "
+            f"{_percent(row['fixed_p_false_claim'])} "
+            f"| {'met' if met else 'not met'} |"
+        )
+    return "\n".join(lines)
+
+
 def goals(rows: list[dict[str, object]]) -> list[tuple[str, bool]]:
     """The issue's goals, each with whether the default rows meet it."""
     checks = []
@@ -348,6 +358,17 @@ def goals(rows: list[dict[str, object]]) -> list[tuple[str, bool]]:
         name = str(row["world"])
         false = float(row["p_false_claim"])  # type: ignore[arg-type]
         checks.append((f"{name}: P(any false claim) {false:.1%} <= 5 %", false <= 0.05))
+        if "pairs_vs_holm80" in row:
+            versus = _float(row, "pairs_vs_holm80")
+            share = _float(row, "trials_vs_fixed")
+            checks.append(
+                (
+                    f"{name}: {versus:.1%} of fixed 80 + Holm's pairs (>= 100 %) "
+                    f"at {share:.1%} of fixed 80's trials (<= 50 %)",
+                    share <= 0.5
+                    and (versus >= 1.0 or _float(row, "holm80_pairs") == 0.0),
+                )
+            )
         share = float(row["trials_vs_fixed"])  # type: ignore[arg-type]
         pairs = float(row["pairs_vs_fixed"])  # type: ignore[arg-type]
         if name in ("paper11", "aime20"):
@@ -381,7 +402,7 @@ def goals(rows: list[dict[str, object]]) -> list[tuple[str, bool]]:
 
 def report(rows: list[dict[str, object]]) -> str:
     """The table and the goals, as Markdown."""
-    lines = [table(rows), "", "Goals:", ""]
+    lines = [anchor_table(rows), "", table(rows), "", "Goals:", ""]
     lines += [f"- {'met' if met else 'NOT met'}: {text}" for text, met in goals(rows)]
     return "\n".join(lines)
 

@@ -206,7 +206,9 @@ class ModelStatus(BaseModel):
     """One model's standing in a run.
 
     ``group`` separates models only where every pair across the boundary is
-    settled (block grouping, what decisions use); ``adjacent_group`` is the
+    settled (block grouping, what decisions use); null for a model that
+    joined after a boundary settled and is not yet placed by its own tests
+    (no order is claimed over it); ``adjacent_group`` is the
     paper's Table 1 grouping (neighbours with ``z < Phi^-1(confidence)``
     share a group), for display. ``predicted_trials`` is the forecast of
     trials this model still needs (0: none; null: no forecast possible).
@@ -224,7 +226,7 @@ class ModelStatus(BaseModel):
     hi: float
     trials: int
     rank: int
-    group: int
+    group: int | None
     adjacent_group: int
     needs_trials: bool
     predicted_trials: int | None

@@ -53,7 +53,7 @@ class Row(Protocol):
     @property
     def rank(self) -> int: ...
     @property
-    def group(self) -> int: ...
+    def group(self) -> int | None: ...
 
 
 def terminal() -> Console:
@@ -88,7 +88,7 @@ def scoreboard_table(board: Scoreboard) -> Table:
             "—" if value is None else f"{value.mu:.4f} ± {value.sigma:.4f}"
             for value in shown
         ]
-        table.add_row(*_cells(row, low, high, str(row.group)), *metric_cells)
+        table.add_row(*_cells(row, low, high, _group(row.group)), *metric_cells)
     return table
 
 
@@ -106,6 +106,11 @@ def _leaderboard(title: str | None, groupings: Sequence[str], *extra: str) -> Ta
     for name in extra:
         table.add_column(name, justify="right", no_wrap=True)
     return table
+
+
+def _group(group: int | None) -> str:
+    """A settled group, or "-" for a joiner not yet placed by its tests."""
+    return "-" if group is None else str(group)
 
 
 def _cells(row: Row, low: float, high: float, *groups: str) -> list[str | Text]:
@@ -155,7 +160,7 @@ def status_view(status: Status, events: Sequence[StoredEvent] = ()) -> Group:
                 else f"~{row.predicted_trials:,}"
             )
         table.add_row(
-            *_cells(row, low, high, str(row.group), str(row.adjacent_group)), needs
+            *_cells(row, low, high, _group(row.group), str(row.adjacent_group)), needs
         )
     parts: list[Table | Text] = [*status_header(status), table]
     open_pairs = [pair for pair in status.pairs if not pair.resolved]
@@ -241,7 +246,7 @@ def simulation_view(result: SimulationResult) -> Group:
         table.add_column(header, justify="left" if header == "model" else "right")
     for row in status.models:
         table.add_row(
-            str(row.group),
+            _group(row.group),
             row.model,
             f"{truth[row.model]:.4f}",
             str(true_rank[row.model]),

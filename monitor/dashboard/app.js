@@ -448,7 +448,7 @@ function renderLeaderboard(status) {
       "tr",
       { "data-model": row.model, "data-group": row.group, class: band },
       el("td", { class: "num", "data-field": "rank" }, row.rank),
-      el("td", {}, el("span", { class: "group", "data-field": "group" }, row.group)),
+      el("td", {}, el("span", { class: "group", "data-field": "group" }, row.group ?? "-")),
       el("td", { class: "model" }, swatch, el("span", { "data-field": "model" }, row.model)),
       el("td", { class: "num strong", "data-field": "mu" }, fixed(row.mu)),
       el("td", { class: "num", "data-field": "avg" }, fixed(row.avg)),

@@ -28,6 +28,10 @@ segments that never merge again (the groups); inside a segment models are
 ordered by score. A pair found futile, out of budget or equivalent is linked
 for good, and no boundary it spans can resolve. A model that is done stays
 done unless a new model joins its group.
+
+Joiners. A model that reports after a boundary settled was not covered by
+that boundary's test: it has no group until its own tests place it between
+the settled segments (:mod:`monitor.decisions.joiners`).
 """
 
 from __future__ import annotations
@@ -39,8 +43,9 @@ from dataclasses import replace
 import numpy as np
 
 from monitor.decisions.forecast import FORECAST_SEED, forecast_trials
+from monitor.decisions.joiners import joiner_share, place_joiners, with_pending
 from monitor.decisions.links import Links
-from monitor.decisions.look import BoundaryTests, Look
+from monitor.decisions.look import BoundaryTests, Look, z_matrix
 from monitor.decisions.model import (
     DecisionKind,
     FloatMatrix,
@@ -120,7 +125,41 @@ def decide(
     """
     before = settled if settled is not None else Settled()
     by_name = {s.model: s for s in standings}
-    segments = _place(before.segments, standings)
+    segments, joiners = _place(before.segments, standings)
+    if not joiners:
+        return _decide_placed(standings, segments, before, config, rule_for, run_trials)
+    share = joiner_share(len(standings), len(before.cuts), config.target)
+    placement = place_joiners(
+        segments,
+        [by_name[name] for name in joiners],
+        by_name,
+        rule_for(share),
+        rule_for(1),
+        len(config.weights),
+        config.max_trials_per_question,
+    )
+    waiting = {p.model for p in placement.pending}
+    core = _decide_placed(
+        [s for s in standings if s.model not in waiting],
+        placement.segments,
+        before,
+        config,
+        rule_for,
+        run_trials,
+    )
+    return with_pending(core, placement.pending, by_name, config)
+
+
+def _decide_placed(
+    standings: Sequence[Standing],
+    segments: list[list[str]],
+    before: Settled,
+    config: RunConfig,
+    rule_for: Callable[[int], StoppingRule],
+    run_trials: int,
+) -> RunDecision:
+    """:func:`decide` for the models placed in the settled segments."""
+    by_name = {s.model: s for s in standings}
     joined = set(by_name) - before.models if before.models else set()
     order = tuple(name for segment in segments for name in segment)
     ordered = [by_name[name] for name in order]
@@ -143,7 +182,7 @@ def decide(
 
     mu = np.array([s.mu for s in ordered])
     sigma = np.array([s.sigma for s in ordered])
-    z = _z_matrix(mu, sigma)
+    z = z_matrix(mu, sigma)
     information = posterior_information(
         np.array([s.unit_variance for s in ordered]),
         sigma**2,
@@ -252,9 +291,9 @@ def _settled_after(
 
 def _group_numbers(
     order: tuple[str, ...], cut_at: dict[int, SettledPair]
-) -> dict[str, int]:
+) -> dict[str, int | None]:
     """Each model's group, numbered from the top: a resolved cut starts one."""
-    groups: dict[str, int] = {}
+    groups: dict[str, int | None] = {}
     group = 1
     for index, name in enumerate(order):
         if index and index - 1 in cut_at:
@@ -350,11 +389,12 @@ def _adjacent_pairs(look: Look, thresholds: FloatMatrix) -> tuple[PairDecision, 
 
 def _place(
     segments: tuple[tuple[str, ...], ...], standings: Sequence[Standing]
-) -> list[list[str]]:
-    """Settled segments with every model in one, each sorted by score.
+) -> tuple[list[list[str]], list[str]]:
+    """Settled segments, each sorted by score, and the models none holds.
 
-    A model no settled segment holds joins the highest segment whose lowest
-    score it reaches (the last one when it reaches none).
+    Before the first cut every model is in the one segment; after it, a
+    model no settled segment holds is a joiner, placed only by its own
+    tests (:mod:`monitor.decisions.joiners`).
     """
     mu = {s.model: s.mu for s in standings}
 
@@ -362,20 +402,12 @@ def _place(
         return sorted(names, key=lambda name: (-mu[name], name))
 
     if not segments:
-        return [by_score(mu)]
+        return [by_score(mu)], []
     placed = [[name for name in segment if name in mu] for segment in segments]
     known = {name for segment in placed for name in segment}
-    for name in by_score(set(mu) - known):
-        target = next(
-            (
-                index
-                for index, segment in enumerate(placed)
-                if segment and mu[name] >= min(mu[m] for m in segment)
-            ),
-            len(placed) - 1,
-        )
-        placed[target].append(name)
-    return [by_score(segment) for segment in placed if segment]
+    return [by_score(segment) for segment in placed if segment], by_score(
+        set(mu) - known
+    )
 
 
 def _segments(cut_at: dict[int, SettledPair], size: int) -> list[tuple[int, int]]:
@@ -387,15 +419,6 @@ def _segments(cut_at: dict[int, SettledPair], size: int) -> list[tuple[int, int]
     if size:
         bounds.append((first, size - 1))
     return bounds
-
-
-def _z_matrix(mu: FloatMatrix, sigma: FloatMatrix) -> FloatMatrix:
-    """|mu_i - mu_j| / sqrt(sigma_i^2 + sigma_j^2); inf (or 0) when both are exact."""
-    gap = np.abs(mu[:, None] - mu[None, :])
-    spread = np.hypot(sigma[:, None], sigma[None, :])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = gap / spread
-    return np.asarray(np.where(spread > 0.0, z, np.where(gap > 0.0, np.inf, 0.0)))
 
 
 def _target_boundaries(config: RunConfig, size: int) -> list[int]:

@@ -24,7 +24,8 @@ class Links:
 
     A pair is linked as equivalent (closer than the margin), unresolvable
     (futile, or neither model can draw); an unlinked target boundary is
-    open, and the models of its weakest pair that can draw need trials.
+    open, and the models of its weakest pair and the two beside it that can
+    draw need trials.
     """
 
     def __init__(
@@ -125,8 +126,16 @@ class Links:
         return None
 
     def _open(self, k: int, i: int, j: int, margin_z: float | None) -> None:
+        # The weakest pair binds the boundary; the two models beside it are
+        # not settled either, so they draw too (early on, when information
+        # is low and uneven, the weakest pair is often not adjacent, and a
+        # model between settled-looking neighbours would otherwise get none).
         order = self._look.order
-        drawing = tuple(order[p] for p in (i, j) if self._can_draw[order[p]])
+        drawing = tuple(
+            order[p]
+            for p in dict.fromkeys((i, j, k, k + 1))
+            if self._can_draw[order[p]]
+        )
         self.needs.update(drawing)
         self.open_boundaries.append(
             OpenBoundary(

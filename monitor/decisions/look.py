@@ -14,6 +14,8 @@ import bisect
 import math
 from collections.abc import Callable
 
+import numpy as np
+
 from monitor.decisions.model import DecisionKind, FloatMatrix, SettledPair
 from scorio_core.stopping import StoppingRule
 
@@ -131,3 +133,12 @@ class BoundaryTests:
             # Each cut splits the segment the earlier ones left (record reads it).
             self._look.cut(k)
         return resolvable
+
+
+def z_matrix(mu: FloatMatrix, sigma: FloatMatrix) -> FloatMatrix:
+    """|mu_i - mu_j| / sqrt(sigma_i^2 + sigma_j^2); inf (or 0) when both are exact."""
+    gap = np.abs(mu[:, None] - mu[None, :])
+    spread = np.hypot(sigma[:, None], sigma[None, :])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = gap / spread
+    return np.asarray(np.where(spread > 0.0, z, np.where(gap > 0.0, np.inf, 0.0)))

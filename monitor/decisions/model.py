@@ -163,7 +163,8 @@ class RunDecision:
 
     order: tuple[str, ...]
     ranks: dict[str, int]
-    groups: dict[str, int]
+    # None: a model that joined after a boundary settled, not yet placed.
+    groups: dict[str, int | None]
     adjacent_groups: dict[str, int]
     pairs: tuple[PairDecision, ...]
     needs_trials: frozenset[str]

@@ -166,6 +166,8 @@ def simulate(
     equivalence_margin: float | None = None,
     record_forecasts: bool = False,
     branch: tuple[int, int] | None = None,
+    joins: tuple[int, ...] | None = None,
+    probabilities: NDArray[np.float64] | None = None,
 ) -> SimulationResult:
     """Drive the real engine with simulated models until nothing needs trials.
 
@@ -180,9 +182,19 @@ def simulate(
     outcomes after ``step`` steps from a fresh generator seeded by ``seed``:
     the same world and the same first steps, another future (forecast
     benchmarks use it to see how the rest of a run could have gone).
+    ``joins`` (per model, the run's trials after which it starts reporting)
+    leaves ``models`` undeclared: a model joins with one trial on each of
+    its first ``trials_per_step`` questions once the run has that many
+    trials (or when nothing else needs trials), then ``next`` drives it.
+    ``probabilities`` (models x questions) replaces the drawn world, for
+    worlds made otherwise (shared difficulty, permuted copies).
     """
     rng = np.random.default_rng(seed)
-    world = draw_world(means, question_count, kappa, rng)
+    world = (
+        draw_world(means, question_count, kappa, rng)
+        if probabilities is None
+        else probabilities
+    )
     names = [f"model{index + 1:02d}" for index in range(len(means))]
     weights = [k / (categories - 1) for k in range(categories)]
     monitor = Monitor(look_interval_s=0.0)
@@ -191,7 +203,7 @@ def simulate(
             run="sim",
             weights=weights,
             questions=[str(q) for q in range(question_count)],
-            models=names,
+            models=names if joins is None else None,
             rule=rule,  # type: ignore[arg-type]
             error_control=error_control,  # type: ignore[arg-type]
             equivalence_margin=equivalence_margin,
@@ -203,15 +215,28 @@ def simulate(
     )
     next_trial = np.zeros((len(means), question_count), dtype=np.int64)
     forecasts: dict[str, list[tuple[int, int]]] = {name: [] for name in names}
-    steps, cost = 0, 0.0
+    steps, cost, total = 0, 0.0, 0
+    join_at = (0,) * len(means) if joins is None else joins
+    waiting = set() if joins is None else set(range(len(means)))
     while True:
         needing = monitor.models_needing_trials("sim")
-        if not needing:
+        due = sorted(m for m in waiting if join_at[m] <= total)
+        if not needing and not due and waiting:
+            # The run would end before they join: the next ones join now.
+            due = sorted(
+                m for m in waiting if join_at[m] == min(join_at[w] for w in waiting)
+            )
+        if not needing and not due:
             break
         if branch is not None and steps == branch[0]:
             rng = np.random.default_rng((seed, branch[1]))
         steps += 1
-        if arrival == "question_major":
+        if due:
+            # Late models report once first (a scheduler runs each new one).
+            waiting -= set(due)
+            first = min(trials_per_step, question_count)
+            cells = [(m, q, 1) for m in due for q in range(first)]
+        elif arrival == "question_major":
             cells = _question_major(
                 needing, names, next_trial, budget_per_question, trials_per_step
             )
@@ -231,6 +256,7 @@ def simulate(
                 trials.append(int(next_trial[m, q]))
                 next_trial[m, q] += 1
                 scores.append(world[m, q])
+        total += len(scores)
         outcomes = draw_categories(np.array(scores), categories, (len(scores),), rng)
         if costs is None:
             monitor.ingest_columns("sim", models, questions, trials, outcomes)
@@ -300,13 +326,21 @@ def _question_major(
     return cells
 
 
-def count_claims(groups: dict[str, int]) -> int:
-    """Ordered pairs the grouping claims: one model in a better group."""
-    values = list(groups.values())
+def count_claims(groups: dict[str, int | None]) -> int:
+    """Ordered pairs the grouping claims: one model in a better group (a model
+    with no group, not yet placed, is in no claim)."""
+    values = [group for group in groups.values() if group is not None]
     return sum(1 for a in values for b in values if a < b)
 
 
-def grade(truth: dict[str, float], groups: dict[str, int]) -> tuple[int, int, int]:
+def _above(groups: dict[str, int | None], a: str, b: str) -> bool:
+    first, second = groups[a], groups[b]
+    return first is not None and second is not None and first < second
+
+
+def grade(
+    truth: dict[str, float], groups: dict[str, int | None]
+) -> tuple[int, int, int]:
     """Grade a final grouping against the true means.
 
     Returns:
@@ -324,11 +358,11 @@ def grade(truth: dict[str, float], groups: dict[str, int]) -> tuple[int, int, in
         1
         for a in names
         for b in names
-        if a != b and truth[a] <= truth[b] and groups[a] < groups[b]
+        if a != b and truth[a] <= truth[b] and _above(groups, a, b)
     )
     true_order = sorted(names, key=lambda name: (-truth[name], name))
     resolvable = [
         (a, b) for a, b in itertools.pairwise(true_order) if truth[a] > truth[b]
     ]
-    resolved = sum(1 for a, b in resolvable if groups[a] < groups[b])
+    resolved = sum(1 for a, b in resolvable if _above(groups, a, b))
     return false_claims, resolved, len(resolvable)
