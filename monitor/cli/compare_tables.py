@@ -61,7 +61,7 @@ def comparison_markdown(comparison: Comparison) -> str:
             else:
                 cells += [
                     str(cell.rank),
-                    str(cell.group),
+                    "-" if cell.group is None else str(cell.group),
                     f"{cell.mu:.4f} ± {cell.sigma:.4f}",
                     f"[{cell.lo:.4f}, {cell.hi:.4f}]",
                 ]

@@ -129,7 +129,7 @@ def _markdown(run: str, summary: str, rows: Sequence[Row], status: bool) -> str:
     for row in rows:
         cells = [
             str(row["rank"]),
-            str(row["group"]),
+            "-" if row["group"] is None else str(row["group"]),
             _cell(str(row["model"])),
             "—" if row["avg"] is None else f"{row['avg']:.4f}",
             f"{row['mu']:.4f} ± {row['sigma']:.4f}",

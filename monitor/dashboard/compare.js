@@ -158,7 +158,7 @@ function renderCompareTable(runs, models) {
         const at = { "data-run": run };
         return [
           el("td", { ...at, class: "num run-start", "data-field": "rank" }, cell.rank),
-          el("td", at, el("span", { class: "group", "data-field": "group" }, cell.group)),
+          el("td", at, el("span", { class: "group", "data-field": "group" }, cell.group ?? "-")),
           el("td", { ...at, class: "num strong", "data-field": "mu" }, fixed(cell.mu)),
           el("td", { ...at, class: "num", "data-field": "interval" }, `${fixed(cell.lo)} – ${fixed(cell.hi)}`),
         ];
@@ -203,7 +203,7 @@ function renderCompareForest(runs, models) {
       if (!cell) return;
       const y = blockTop + blockGap / 2 + index * lineGap + lineGap / 2;
       const color = runColor(index);
-      const title = `${model.model} in ${run}: μ ${fixed(cell.mu)}, interval ${fixed(cell.lo)} – ${fixed(cell.hi)}, rank ${cell.rank}, group ${cell.group}`;
+      const title = `${model.model} in ${run}: μ ${fixed(cell.mu)}, interval ${fixed(cell.lo)} – ${fixed(cell.hi)}, rank ${cell.rank}, group ${cell.group ?? "-"}`;
       parts.push(
         svg(
           "g",

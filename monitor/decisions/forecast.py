@@ -85,7 +85,9 @@ def forecast_trials(
             total = None if extra is None or total is None else total + extra
         boundaries[boundary.index] = total
     for name in decision.order:
-        models.setdefault(name, 0)
+        # One that needs trials but is on no open boundary (no trials yet,
+        # too few models to compare) has no forecast yet, never "0 more".
+        models.setdefault(name, None if name in decision.needs_trials else 0)
     return models, boundaries
 
 
@@ -112,8 +114,8 @@ def _trials_to(
     information: float,
     cap: int | None,
 ) -> int | None:
-    if not math.isfinite(end) or information <= 0.0:
-        return None
+    if not math.isfinite(end) or information <= 0.0 or sampling.total == 0:
+        return None  # no trials yet: nothing to scale a forecast from
     target = sampling.total / question_count * end / information
     if cap is not None:
         target = min(target, float(cap))

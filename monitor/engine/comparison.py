@@ -29,7 +29,7 @@ class ComparedCell(BaseModel):
     hi: float
     avg: float | None
     rank: int
-    group: int
+    group: int | None
     trials: int
 
 

@@ -20,7 +20,7 @@ class ModelPointOut(BaseModel):
     model: str
     mu: float
     sigma: float
-    group: int
+    group: int | None
 
 
 class HistoryPointOut(BaseModel):

@@ -19,12 +19,12 @@ HISTORY_MAX: Final = 1000
 
 
 class ModelPoint(msgspec.Struct, frozen=True, array_like=True):
-    """One model at one look."""
+    """One model at one look (``group`` None: a joiner not yet placed)."""
 
     model: str
     mu: float
     sigma: float
-    group: int
+    group: int | None
 
 
 class HistoryPoint(msgspec.Struct, frozen=True):
