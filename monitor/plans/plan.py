@@ -39,10 +39,10 @@ PLAN_SEED: Final = 20261
 POWER: Final = 0.8
 # Simulated runs behind a plan, and looks per run up to the cap.
 REPLICATES: Final = 128
-LOOKS: Final = 48
-# The mde search: candidate gaps per round, runs per candidate.
-_CANDIDATES: Final = 6
-_RUNS_PER_CANDIDATE: Final = 24
+LOOKS: Final = 80
+# The mde search: candidate gaps (relative to a first guess), runs for each.
+_FIRST_ROUND: Final = (0.6, 0.75, 0.9, 1.05, 1.2, 1.4, 1.7)
+_RUNS_PER_CANDIDATE: Final = 32
 
 Target = Literal["ranking", "top_k", "leader"]
 
@@ -302,15 +302,26 @@ def _mde(
     scale = math.sqrt(variance / (request.question_count * request.cap))
     low, high = request.score_range
     rng = np.random.default_rng((request.seed, 1))
-    gaps = np.geomspace(0.5, 10.0, _CANDIDATES) * scale
+    # A first guess: the boundary at the cap, between one share and all of
+    # them, plus the 80 % power quantile, in units of the pair's sd there.
+    rule_for = rule_family(request.config())
+    shares = max(len(request.means) - 1, 1)
+    cap_information = np.array([float(request.cap)])
+    needed = math.sqrt(
+        float(rule_for(1).thresholds(cap_information)[0])
+        * float(rule_for(shares).thresholds(cap_information)[0])
+    ) + float(ndtri(POWER))
+    gaps = needed * scale * np.array(_FIRST_ROUND)
     observed: list[tuple[float, float, int]] = []  # gap, resolved share, runs
-    for _ in range(2):
+    for _ in range(3):
         observed += _power_at(request, unit, gaps, pair, rng)
         fitted = _fit_probit(observed)
         if fitted is None:
+            gaps = gaps * 2.0
+            continue
+        if gaps.min() <= fitted <= gaps.max():
             break
-        center = fitted
-        gaps = center * np.linspace(0.75, 1.25, _CANDIDATES)
+        gaps = fitted * np.array(_FIRST_ROUND)
     estimate = _fit_probit(observed)
     if estimate is None:
         return None, (

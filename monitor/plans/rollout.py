@@ -35,7 +35,7 @@ from monitor.plans.outcomes import Outcomes
 from scorio_core.stopping import SequentialRule, StoppingRule
 
 # Pairs up to this many places either side of a boundary are searched for
-# its weakest and futile pairs.
+# its weakest and futile pairs; pairs up to twice as far apart are compared.
 _BAND: Final = 4
 
 FloatArray = NDArray[np.float64]
@@ -133,32 +133,45 @@ class _State:
 
 
 class _Look:
-    """One look of :func:`decide` over the active replicates."""
+    """One look of :func:`decide` over the active replicates.
+
+    Pairs are those of models at most ``2 _BAND - 1`` places apart in the
+    order (all of them in fields of up to ``2 _BAND`` models): a pair
+    further apart spans more boundaries and its gap is the sum of theirs,
+    so it is settled when theirs are. Arrays are replicates x pairs.
+    """
 
     def __init__(self, field: Field, size: int) -> None:
         self._field = field
         self._size = size
         self._rules: dict[int, StoppingRule] = {}
+        self._constants: FloatArray | None = None
         self._hopeful = field.rule_for(1)
         claims = np.zeros(max(size - 1, 0), dtype=bool)
         claims[list(field.targets)] = True
-        self._claims = claims
         self.claims = claims
-        positions = np.arange(size)
-        boundaries = np.arange(max(size - 1, 0))
-        # across[p * size + q, k]: the pair (p, q) crosses boundary k.
-        across = (positions[:, None, None] <= boundaries[None, None, :]) & (
-            positions[None, :, None] > boundaries[None, None, :]
+        width = min(2 * _BAND - 1, max(size - 1, 1))
+        first, second = np.nonzero(
+            np.triu(np.ones((size, size), dtype=bool), 1)
+            & np.tril(np.ones((size, size), dtype=bool), width)
         )
-        self._across = across.reshape(size * size, -1).astype(np.float32)
+        self.first, self.second = first, second
+        boundaries = np.arange(max(size - 1, 0))
+        # across[pair, k]: the pair crosses boundary k.
+        across = (first[:, None] <= boundaries[None, :]) & (
+            second[:, None] > boundaries[None, :]
+        )
+        self._across = across.astype(np.float32)
+        index = np.full((size, size), -1, dtype=np.int64)
+        index[first, second] = np.arange(first.size)
         band = min(_BAND, max(size - 1, 1))
         offsets = np.arange(band)
         # For boundary k: p in k-band+1..k, q in k+1..k+band (clipped).
         low = boundaries[:, None, None] - offsets[None, :, None]
         high = boundaries[:, None, None] + 1 + offsets[None, None, :]
         valid = (low >= 0) & (high < size)
-        pairs = np.clip(low, 0, size - 1) * size + np.clip(high, 0, size - 1)
-        self.band_pairs = pairs.reshape(len(boundaries), -1)
+        pairs = index[np.clip(low, 0, size - 1), np.clip(high, 0, size - 1)]
+        self.band_pairs = np.maximum(pairs.reshape(len(boundaries), -1), 0)
         self.band_valid = valid.reshape(len(boundaries), -1)
         self.boundary_rows = boundaries[None, :]
 
@@ -172,10 +185,14 @@ class _Look:
         self, information: FloatArray, shares: IntArray, shape: FloatArray | None
     ) -> FloatArray:
         if shape is not None:
-            constants = np.array(
-                [_constant(self._rule(max(int(share), 1))) for share in shares.tolist()]
-            )
-            return constants[:, None, None] * shape
+            if self._constants is None:
+                self._constants = np.array(
+                    [
+                        _constant(self._rule(max(share, 1)))
+                        for share in range(self._size)
+                    ]
+                )
+            return self._constants[np.clip(shares, 0, self._size - 1)][:, None] * shape
         result = np.empty_like(information)
         for share in np.unique(shares).tolist():
             rows = shares == share
@@ -192,7 +209,7 @@ class _Look:
     ) -> BoolArray:
         """Look at the active runs; returns which models need trials."""
         field, outcomes = self._field, self._field.outcomes[0]
-        count = active.size
+        first, second = self.first, self.second
         trials = level * (field.cap / field.looks)
         width = float(outcomes.categories)
         prior = outcomes.prior_information
@@ -207,17 +224,16 @@ class _Look:
         n_o = np.take_along_axis(trials, order, 1)
         seg_o = np.take_along_axis(state.segments[active], order, 1)
         done_o = np.take_along_axis(state.done[active], order, 1)
-        linked_o = state.linked[
-            active[:, None, None], order[:, :, None], order[:, None, :]
-        ]
+        linked_o = state.linked[active[:, None], order[:, first], order[:, second]]
         drawable = (n_o < field.cap - 1e-9) & ~done_o
 
-        spread = var_o[:, :, None] + var_o[:, None, :]
         with np.errstate(divide="ignore", invalid="ignore"):
-            z = np.abs(mu_o[:, :, None] - mu_o[:, None, :]) / np.sqrt(spread)
+            z = np.abs(mu_o[:, first] - mu_o[:, second]) / np.sqrt(
+                var_o[:, first] + var_o[:, second]
+            )
             weighted = pred_o / (n_o + prior)
-            information = (pred_o[:, :, None] + pred_o[:, None, :]) / (
-                weighted[:, :, None] + weighted[:, None, :]
+            information = (pred_o[:, first] + pred_o[:, second]) / (
+                weighted[:, first] + weighted[:, second]
             ) - prior
         information = np.where(
             np.isfinite(information), np.maximum(information, 0.0), 0.0
@@ -226,16 +242,14 @@ class _Look:
 
         cut: BoolArray = np.asarray(seg_o[:, 1:] != seg_o[:, :-1])
         spanned = self._cross_count(linked_o) > 0
-        shares = (self._claims & ~cut).sum(axis=1)
+        shares = (self.claims & ~cut).sum(axis=1)
         shape = self._shape(information)
         while True:
             thresholds = self._thresholds(information, shares, shape)
             settled = (information > 0.0) & (z >= thresholds)
-            same = seg_o[:, :, None] == seg_o[:, None, :]
+            same = seg_o[:, first] == seg_o[:, second]
             pending = self._cross_count(~settled & same)
-            resolve = (
-                complete[:, None] & self._claims & ~cut & ~spanned & (pending == 0)
-            )
+            resolve = complete[:, None] & self.claims & ~cut & ~spanned & (pending == 0)
             if not resolve.any():
                 break
             cut |= resolve
@@ -244,21 +258,17 @@ class _Look:
 
         with np.errstate(invalid="ignore"):
             margin = np.where(np.isfinite(thresholds), z - thresholds, -np.inf)
-        informed = np.minimum(n_o[:, :, None], n_o[:, None, :])
+        informed = np.minimum(n_o[:, first], n_o[:, second])
         futile = ~settled & self._hopeful.futile(z, informed)
         links = _Links(self, margin, futile, same, drawable, complete, cut, spanned)
         needs_o = links.needs
         # Links made in a look change which later boundaries are open: the
         # runs with one are replayed boundary by boundary, in order.
+        spanned = links.spanned.copy()
         for at in np.flatnonzero(links.any_link).tolist():
             needs_o[at], spanned[at] = self._replay(
-                state, active[at], order[at], links, at
+                state, int(active[at]), order[at], links, at
             )
-        if not links.any_link.any():
-            spanned = links.spanned
-        else:
-            quiet_rows = ~links.any_link
-            spanned[quiet_rows] = links.spanned[quiet_rows]
         open_targets = links.opened & ~spanned
         # A model is quiet when no open target boundary lies in its segment.
         inside = open_targets[:, None, :] & (seg_o[:, None, :-1] == seg_o[:, :, None])
@@ -272,7 +282,6 @@ class _Look:
         np.put_along_axis(new_segments, order, seg_o, axis=1)
         state.done[active] = done
         state.segments[active] = new_segments
-        del count
         return needs
 
     def _replay(
@@ -286,7 +295,7 @@ class _Look:
         """One run's links and needs, boundary by boundary (after a link)."""
         size = self._size
         needs = np.zeros(size, dtype=bool)
-        spanned = links.spanned_before[at].copy()
+        spanned = links.spanned[at].copy()
         links.opened[at] = False
         for k in range(size - 1):
             if not links.candidate[at, k] or spanned[k]:
@@ -315,16 +324,15 @@ class _Look:
         return np.where(information > 0.0, values, np.inf)
 
     def _cross_count(self, pairs: BoolArray) -> NDArray[np.float32]:
-        """Per boundary ``k``: pairs ``(p, q)`` with ``p <= k < q``."""
-        flat = pairs.reshape(pairs.shape[0], -1).astype(np.float32)
-        return np.asarray(flat @ self._across, dtype=np.float32)
+        """Per boundary ``k``: the pairs (set in ``pairs``) across it."""
+        return np.asarray(pairs.astype(np.float32) @ self._across, dtype=np.float32)
 
 
 class _Links:
     """Every open claim's weakest pair, futile pair and fate, all at once.
 
     Assumes no link is made in the look; the runs where one is (``any_link``)
-    are replayed by :meth:`_Look._replay`.
+    are replayed by :meth:`_Look._replay`. Pairs are positions in the order.
     """
 
     def __init__(
@@ -340,25 +348,24 @@ class _Links:
     ) -> None:
         count, size = drawable.shape
         self.drawable = drawable
-        self.spanned_before = spanned
+        self.spanned = spanned
         self.candidate = complete[:, None] & look.claims & ~cut & ~spanned
         # The pairs within ``_BAND`` places of each boundary: the weakest
-        # pair across a boundary is one of them (models far apart in the
-        # order are far apart in score).
-        pairs = look.band_pairs  # boundaries x band: flat pair index
-        block = look.band_valid[None] & same.reshape(count, -1)[:, pairs]
-        band_margin = margin.reshape(count, -1)[:, pairs]
+        # pair across a boundary is one of them.
+        pairs = look.band_pairs  # boundaries x band: pair index
+        block = look.band_valid[None] & same[:, pairs]
+        band_margin = margin[:, pairs]
         weakest = pairs[
             look.boundary_rows, np.where(block, band_margin, np.inf).argmin(axis=2)
         ]
-        self.weak_i, self.weak_j = weakest // size, weakest % size
-        futile_block = block & futile.reshape(count, -1)[:, pairs]
+        self.weak_i, self.weak_j = look.first[weakest], look.second[weakest]
+        futile_block = block & futile[:, pairs]
         self.futile_any = futile_block.any(axis=2) & self.candidate
         chosen = pairs[
             look.boundary_rows,
             np.where(futile_block, band_margin, np.inf).argmin(axis=2),
         ]
-        self.futile_i, self.futile_j = chosen // size, chosen % size
+        self.futile_i, self.futile_j = look.first[chosen], look.second[chosen]
         rows = np.arange(count)[:, None]
         self.stuck = (
             ~drawable[rows, self.weak_i] & ~drawable[rows, self.weak_j]
@@ -366,7 +373,6 @@ class _Links:
         linking = self.futile_any | self.stuck
         self.any_link = linking.any(axis=1)
         self.opened = self.candidate & ~linking
-        self.spanned = spanned
         needs = np.zeros((count, size), dtype=bool)
         open_rows, open_k = np.nonzero(self.opened)
         for side in (self.weak_i, self.weak_j):
