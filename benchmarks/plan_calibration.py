@@ -47,9 +47,7 @@ from monitor.plans.plan import Plan, PlanRequest, _narrowest, plan, widened
 # worlds (draw_world needs one > 0): per-question sd below 1e-4.
 ALIKE_KAPPA = 1e8
 WORLD_SET: dict[str, World] = {
-    name: world
-    for name, world in WORLDS.items()
-    if name not in ("costly", "qmajor")
+    name: world for name, world in WORLDS.items() if name not in ("costly", "qmajor")
 }
 WORLD_SET["alike11"] = World(
     "alike11", PAPER_MEANS, kappa=ALIKE_KAPPA, note="paper11, questions alike"
@@ -281,9 +279,7 @@ def main() -> None:
                 return
             for name in arguments.worlds:
                 rows.append(
-                    calibrate(
-                        WORLD_SET[name], arguments.runs, arguments.mde_runs, pool
-                    )
+                    calibrate(WORLD_SET[name], arguments.runs, arguments.mde_runs, pool)
                 )
                 print(
                     f"{name}: {rows[-1]['seconds']:.0f} s (load {os.getloadavg()[0]:.1f})",
@@ -300,4 +296,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-
