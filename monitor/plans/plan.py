@@ -212,6 +212,16 @@ def plan(request: PlanRequest) -> Plan:
     )
 
 
+def simulate_runs(request: PlanRequest, replicates: int, seed: int) -> Rollouts:
+    """The plan's simulated runs themselves: trials and groups per model."""
+    unit = _unit_means(request, request.means)
+    return roll(
+        _field(request, (_outcomes(request, unit),)),
+        replicates,
+        np.random.default_rng(seed),
+    )
+
+
 def _unit_means(request: PlanRequest, means: tuple[float, ...]) -> NDArray[np.float64]:
     low, high = request.score_range
     return (np.asarray(means, dtype=np.float64) - low) / (high - low)
