@@ -24,7 +24,7 @@ import json
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
@@ -47,7 +47,7 @@ WORLDS: Final = {
 }
 
 
-def one_run(job: tuple[str, int]) -> tuple[str, str, int]:
+def one_run(job: tuple[str, int]) -> tuple[str, int, int]:
     """(first conclusive verdict or the last, the step it came, trials)."""
     name, seed = job
     candidate_mean, margin, _ = WORLDS[name]
@@ -99,7 +99,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--json", help="also write the summaries to this file")
     arguments = parser.parse_args()
-    rows = []
+    rows: list[dict[str, Any]] = []
     with ProcessPoolExecutor(arguments.workers) as pool:
         for name, (mean, margin, wrong) in WORLDS.items():
             started = time.perf_counter()
@@ -139,15 +139,15 @@ def main() -> None:
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
         counts = row["verdicts"]
-        low, high = row["wrong_interval"]  # type: ignore[misc]
-        share = float(row["wrong_share"])  # type: ignore[arg-type]
+        low, high = row["wrong_interval"]
+        share = float(row["wrong_share"])
         print(
             f"| {row['world']} | {row['candidate']:.2f} vs {BASELINE:.2f}, "
-            f"{row['margin']} | {counts['pass']} / {counts['fail']} / "  # type: ignore[index]
-            f"{counts['inconclusive']} | {', '.join(row['wrong'])} | "  # type: ignore[index, arg-type]
+            f"{row['margin']} | {counts['pass']} / {counts['fail']} / "
+            f"{counts['inconclusive']} | {', '.join(row['wrong'])} | "
             f"{share:.1%} [{low:.1%}, {high:.1%}] | "
             f"{'met' if share <= 1 - CONFIDENCE else 'NOT met'} | "
-            f"{float(row['mean_trials']):.0f} |"  # type: ignore[arg-type]
+            f"{float(row['mean_trials']):.0f} |"
         )
 
 

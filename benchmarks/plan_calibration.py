@@ -35,13 +35,21 @@ import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+from typing import Any
 
 import numpy as np
 
 from benchmarks.stopping import WORLDS, World, wilson
 from monitor.engine.simulation import PAPER_MEANS, simulate
 from monitor.plans.outcomes import spread_of
-from monitor.plans.plan import Plan, PlanRequest, _narrowest, plan, widened
+from monitor.plans.plan import (
+    Plan,
+    PlanRequest,
+    Target,
+    narrowest_pair,
+    plan,
+    widened,
+)
 
 # The Beta concentration standing for "every question alike" in the engine's
 # worlds (draw_world needs one > 0): per-question sd below 1e-4.
@@ -53,6 +61,11 @@ WORLD_SET["alike11"] = World(
     "alike11", PAPER_MEANS, kappa=ALIKE_KAPPA, note="paper11, questions alike"
 )
 CAP = 80
+TARGETS: dict[str, Target] = {
+    "ranking": "ranking",
+    "top_k": "top_k",
+    "leader": "leader",
+}
 ENGINE_CACHE = os.path.join(
     os.path.dirname(__file__), "results", "plan-calibration-engine.json"
 )
@@ -66,7 +79,7 @@ def request_for(world: World, means: tuple[float, ...] | None = None) -> PlanReq
         cap=CAP,
         spread=0.0 if world.kappa >= ALIKE_KAPPA else spread_of(world.kappa),
         weights=tuple(k / (categories - 1) for k in range(categories)),
-        target="ranking" if world.target == "ranking" else world.target,  # type: ignore[arg-type]
+        target=TARGETS[world.target],
         top_k=world.top_k,
     )
 
@@ -172,7 +185,7 @@ def calibrate(
         moved = widened(unit, result.mde / span)
         if moved is not None:
             means = tuple((low + span * moved).tolist())
-            order, position = _narrowest(unit)
+            order, position = narrowest_pair(unit)
             a, b = order[position], order[position + 1]
             runs_at = list(
                 pool.map(
@@ -192,7 +205,7 @@ def calibrate(
     return row
 
 
-def table(rows: list[dict[str, object]]) -> str:
+def table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| world | models | spread | plan: trials [10-90 %] | engine: mean trials "
         "[10-90 %] (runs) | plan / engine | resolved share plan / engine | mde | "
@@ -205,42 +218,42 @@ def table(rows: list[dict[str, object]]) -> str:
         share = (
             "n/a"
             if planned_share is None
-            else f"{float(planned_share):.1%} / "  # type: ignore[arg-type]
+            else f"{float(planned_share):.1%} / "
             + (
                 "n/a"
-                if engine_share is None or math.isnan(float(engine_share))  # type: ignore[arg-type]
-                else f"{float(engine_share):.1%}"  # type: ignore[arg-type]
+                if engine_share is None or math.isnan(float(engine_share))
+                else f"{float(engine_share):.1%}"
             )
         )
-        mde = "n/a" if row.get("mde") is None else f"{float(row['mde']):.4f}"  # type: ignore[arg-type]
+        mde = "n/a" if row.get("mde") is None else f"{float(row['mde']):.4f}"
         if "mde_resolved" in row:
-            low, high = row["mde_interval"]  # type: ignore[misc]
+            low, high = row["mde_interval"]
             at_mde = (
-                f"{float(row['mde_resolved']):.1%} [{low:.1%}, {high:.1%}] "  # type: ignore[arg-type]
+                f"{float(row['mde_resolved']):.1%} [{low:.1%}, {high:.1%}] "
                 f"({row['mde_runs']})"
             )
         else:
             at_mde = "n/a"
         lines.append(
-            f"| {row['world']} | {row['models']} | {float(row['spread']):.3f} | "  # type: ignore[arg-type]
+            f"| {row['world']} | {row['models']} | {float(row['spread']):.3f} | "
             f"{row['planned_trials']} [{row['planned_low']}-{row['planned_high']}] | "
-            f"{float(row['engine_trials']):.0f} [{float(row['engine_low']):.0f}-"  # type: ignore[arg-type]
-            f"{float(row['engine_high']):.0f}] ({row['runs']}) | "  # type: ignore[arg-type]
-            f"{float(row['ratio']):.3f} | {share} | {mde} | {at_mde} | "  # type: ignore[arg-type]
-            f"{float(row['plan_seconds']):.3f} s |"  # type: ignore[arg-type]
+            f"{float(row['engine_trials']):.0f} [{float(row['engine_low']):.0f}-"
+            f"{float(row['engine_high']):.0f}] ({row['runs']}) | "
+            f"{float(row['ratio']):.3f} | {share} | {mde} | {at_mde} | "
+            f"{float(row['plan_seconds']):.3f} s |"
         )
     return "\n".join(lines)
 
 
-def goals(rows: list[dict[str, object]]) -> str:
+def goals(rows: list[dict[str, Any]]) -> str:
     lines = []
     for row in rows:
-        ratio = float(row["ratio"])  # type: ignore[arg-type]
+        ratio = float(row["ratio"])
         within = abs(ratio - 1.0) <= 0.2
         line = f"- {row['world']}: planned trials {ratio:.3f} x the engine's mean: "
         line += "within +-20 %" if within else "OUTSIDE +-20 %"
         if "mde_resolved" in row:
-            share = float(row["mde_resolved"])  # type: ignore[arg-type]
+            share = float(row["mde_resolved"])
             line += f"; mde pair resolved in {share:.1%} of runs: " + (
                 "within 75-85 %" if 0.75 <= share <= 0.85 else "OUTSIDE 75-85 %"
             )
@@ -265,7 +278,7 @@ def main() -> None:
     parser.add_argument("--from-json", nargs="+", help="only re-render saved rows")
     arguments = parser.parse_args()
     if arguments.from_json:
-        rows: list[dict[str, object]] = []
+        rows: list[dict[str, Any]] = []
         for path in arguments.from_json:
             with open(path, encoding="utf-8") as handle:
                 rows.extend(json.load(handle))
@@ -281,8 +294,9 @@ def main() -> None:
                 rows.append(
                     calibrate(WORLD_SET[name], arguments.runs, arguments.mde_runs, pool)
                 )
+                load = os.getloadavg()[0]
                 print(
-                    f"{name}: {rows[-1]['seconds']:.0f} s (load {os.getloadavg()[0]:.1f})",
+                    f"{name}: {rows[-1]['seconds']:.0f} s (load {load:.1f})",
                     file=sys.stderr,
                     flush=True,
                 )

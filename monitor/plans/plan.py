@@ -268,7 +268,7 @@ def _resolved_share(request: PlanRequest, rollouts: Rollouts) -> float | None:
     return float((above < below).mean())
 
 
-def _narrowest(unit: NDArray[np.float64]) -> tuple[list[int], int]:
+def narrowest_pair(unit: NDArray[np.float64]) -> tuple[list[int], int]:
     """The true order and the position of its narrowest adjacent gap
     (ties between equal gaps: the one nearest the middle)."""
     order = truth_order(unit.tolist())
@@ -287,7 +287,7 @@ def widened(unit: NDArray[np.float64], gap: float) -> NDArray[np.float64] | None
     change each; the field is then moved back inside (0, 1) when it can be
     (``None`` when it cannot).
     """
-    order, position = _narrowest(unit)
+    order, position = narrowest_pair(unit)
     change = gap - (unit[order[position]] - unit[order[position + 1]])
     moved = unit.copy()
     moved[order[: position + 1]] += change / 2.0
@@ -305,7 +305,7 @@ def _mde(
     """The gap resolved with 80 % power (score units), and why not, if none."""
     if request.target != "ranking":
         return None, ("mde is computed for the ranking target only",)
-    order, position = _narrowest(unit)
+    order, position = narrowest_pair(unit)
     pair = (order[position], order[position + 1])
     base = _outcomes(request, unit)
     variance = float(base.trial_variance[list(pair)].sum())
