@@ -75,6 +75,11 @@ def describe(result: Plan) -> str:
     ]
     if result.resolved_share is None:
         lines.append("resolved share: none (no truly different adjacent pair)")
+    elif request.target != "ranking":
+        lines.append(
+            f"expected share of runs setting the true top {request.top_k or 1} "
+            f"apart: {result.resolved_share:.1%}"
+        )
     else:
         lines.append(
             f"expected share of adjacent pairs resolved: {result.resolved_share:.1%}"
