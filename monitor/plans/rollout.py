@@ -34,8 +34,7 @@ from threadpoolctl import threadpool_limits
 from monitor.plans.outcomes import Outcomes
 from scorio_core.stopping import SequentialRule, StoppingRule
 
-# Pairs up to this many places either side of a boundary are searched for
-# its weakest and futile pairs; pairs up to twice as far apart are compared.
+# Pairs of models up to 2 _BAND - 1 places apart in the order are compared.
 _BAND: Final = 4
 
 FloatArray = NDArray[np.float64]
@@ -162,17 +161,18 @@ class _Look:
             second[:, None] > boundaries[None, :]
         )
         self._across = across.astype(np.float32)
-        index = np.full((size, size), -1, dtype=np.int64)
-        index[first, second] = np.arange(first.size)
-        band = min(_BAND, max(size - 1, 1))
-        offsets = np.arange(band)
-        # For boundary k: p in k-band+1..k, q in k+1..k+band (clipped).
-        low = boundaries[:, None, None] - offsets[None, :, None]
-        high = boundaries[:, None, None] + 1 + offsets[None, None, :]
-        valid = (low >= 0) & (high < size)
-        pairs = index[np.clip(low, 0, size - 1), np.clip(high, 0, size - 1)]
-        self.band_pairs = np.maximum(pairs.reshape(len(boundaries), -1), 0)
-        self.band_valid = valid.reshape(len(boundaries), -1)
+        # For each boundary, every compared pair across it (padded): the
+        # pairs its weakest and futile pairs are sought among, the same the
+        # block test counts.
+        crossing = [np.flatnonzero(across[:, k]) for k in boundaries]
+        widest = max((c.size for c in crossing), default=1)
+        pairs = np.zeros((len(crossing), widest), dtype=np.int64)
+        valid = np.zeros((len(crossing), widest), dtype=bool)
+        for k, found in enumerate(crossing):
+            pairs[k, : found.size] = found
+            valid[k, : found.size] = True
+        self.band_pairs = pairs
+        self.band_valid = valid
         self.boundary_rows = boundaries[None, :]
 
     def _rule(self, share: int) -> StoppingRule:
@@ -350,9 +350,7 @@ class _Links:
         self.drawable = drawable
         self.spanned = spanned
         self.candidate = complete[:, None] & look.claims & ~cut & ~spanned
-        # The pairs within ``_BAND`` places of each boundary: the weakest
-        # pair across a boundary is one of them.
-        pairs = look.band_pairs  # boundaries x band: pair index
+        pairs = look.band_pairs  # boundaries x pairs across: pair index
         block = look.band_valid[None] & same[:, pairs]
         band_margin = margin[:, pairs]
         weakest = pairs[
