@@ -196,7 +196,7 @@ def test_the_pytest_fixture_fails_a_test_only_on_a_fail_verdict(
 ) -> None:
     pytester.makepyfile(test_gated=GATED_TESTS)
     result = pytester.runpytest_subprocess(
-        "-p", "adapters.pytest_gate", "-p", "no:cacheprovider",
+        "-p", "no:scorio_gate", "-p", "adapters.pytest_gate", "-p", "no:cacheprovider",
         "--scorio-state", str(clear_state), "--scorio-run", "r",
     )  # fmt: skip
     result.assert_outcomes(passed=2, failed=1)
@@ -208,7 +208,7 @@ def test_require_pass_also_fails_an_inconclusive_gate(
 ) -> None:
     pytester.makepyfile(test_gated=GATED_TESTS)
     result = pytester.runpytest_subprocess(
-        "-p", "adapters.pytest_gate", "-p", "no:cacheprovider",
+        "-p", "no:scorio_gate", "-p", "adapters.pytest_gate", "-p", "no:cacheprovider",
         "--scorio-state", str(clear_state), "--scorio-run", "r",
         "--scorio-require-pass",
     )  # fmt: skip
@@ -218,6 +218,8 @@ def test_require_pass_also_fails_an_inconclusive_gate(
 
 def test_the_fixture_says_what_it_needs(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_gated=GATED_TESTS)
-    result = pytester.runpytest_subprocess("-p", "adapters.pytest_gate")
+    result = pytester.runpytest_subprocess(
+        "-p", "no:scorio_gate", "-p", "adapters.pytest_gate"
+    )  # fmt: skip
     result.assert_outcomes(failed=3)
     result.stdout.fnmatch_lines(["*scorio_gate needs a state file and a run*"])
