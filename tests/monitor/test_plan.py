@@ -13,7 +13,7 @@ import pytest
 
 from monitor import Monitor, RunConfig
 from monitor.decisions.decide import build_rule
-from monitor.engine.simulation import simulate
+from monitor.engine.simulation import PAPER_MEANS, simulate
 from monitor.plans.outcomes import Outcomes, concentration, spread_of
 from monitor.plans.pilot import pilot_request
 from monitor.plans.plan import PlanRequest, plan, simulate_runs, widened
@@ -218,10 +218,12 @@ def test_a_pilot_run_is_planned_from_its_counts(tmp_path: Path) -> None:
 def test_a_top_k_plan_sets_the_top_apart_as_the_engine_does() -> None:
     # The paper's models, top 3: the engine sets them apart in 96 % of runs
     # (benchmarks/results/stopping.md) with a sixth of fixed N's trials.
-    means = (0.2332, 0.2545, 0.3604, 0.3642, 0.3642, 0.4466, 0.5418, 0.5276)
-    means += (0.608, 0.6213, 0.7327)
     request = PlanRequest(
-        means=means, question_count=30, target="top_k", top_k=3, spread=0.204
+        means=tuple(PAPER_MEANS),
+        question_count=30,
+        target="top_k",
+        top_k=3,
+        spread=0.204,
     )
     result = plan(request)
     assert result.resolved_share is not None and result.resolved_share > 0.85
