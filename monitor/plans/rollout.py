@@ -350,18 +350,23 @@ class _Links:
         self.drawable = drawable
         self.spanned = spanned
         self.candidate = complete[:, None] & look.claims & ~cut & ~spanned
-        pairs = look.band_pairs  # boundaries x pairs across: pair index
-        block = look.band_valid[None] & same[:, pairs]
-        band_margin = margin[:, pairs]
-        weakest = pairs[
-            look.boundary_rows, np.where(block, band_margin, np.inf).argmin(axis=2)
+        # Sought only where a claim is open: (run, boundary) cells.
+        at_run, at_k = np.nonzero(self.candidate)
+        pairs = look.band_pairs[at_k]  # cells x pairs across: pair index
+        block = look.band_valid[at_k] & same[at_run[:, None], pairs]
+        cell_margin = margin[at_run[:, None], pairs]
+        cells = np.arange(at_k.size)
+        weakest = np.zeros((count, size - 1), dtype=np.int64)
+        weakest[at_run, at_k] = pairs[
+            cells, np.where(block, cell_margin, np.inf).argmin(axis=1)
         ]
         self.weak_i, self.weak_j = look.first[weakest], look.second[weakest]
-        futile_block = block & futile[:, pairs]
-        self.futile_any = futile_block.any(axis=2) & self.candidate
-        chosen = pairs[
-            look.boundary_rows,
-            np.where(futile_block, band_margin, np.inf).argmin(axis=2),
+        futile_block = block & futile[at_run[:, None], pairs]
+        self.futile_any = np.zeros((count, size - 1), dtype=bool)
+        self.futile_any[at_run, at_k] = futile_block.any(axis=1)
+        chosen = np.zeros((count, size - 1), dtype=np.int64)
+        chosen[at_run, at_k] = pairs[
+            cells, np.where(futile_block, cell_margin, np.inf).argmin(axis=1)
         ]
         self.futile_i, self.futile_j = look.first[chosen], look.second[chosen]
         rows = np.arange(count)[:, None]
