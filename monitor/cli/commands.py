@@ -25,6 +25,7 @@ def add_commands(commands: Subparsers) -> None:
     _files_commands(commands)
     _serving_commands(commands)
     _simulating_commands(commands)
+    _planning_commands(commands)
 
 
 _STATE_HELP = (
@@ -324,6 +325,83 @@ def _add_format_argument(command: argparse.ArgumentParser) -> None:
         help="table (default, for a terminal), json (as --json), markdown (one "
         "table per run, for reports and PR descriptions) or csv (one row per model)",
     )
+
+
+def _planning_commands(commands: Subparsers) -> None:
+    plan = commands.add_parser(
+        "plan",
+        help="how many trials a run will take under the monitor's rule",
+        description=(
+            "Plan a run before it starts: the run's own stopping rule played "
+            "forward on simulated runs (seeded). Answers the expected total "
+            "trials (10-90 %% range), trials per question per model, the share "
+            "of adjacent pairs resolved at the cap and the smallest adjacent gap "
+            "resolved with 80 %% power (mde). From --means and --questions, or "
+            "from a pilot run's counts (--pilot STATE --run R)."
+        ),
+    )
+    plan.add_argument(
+        "--means", type=_weights, help="the models' expected scores, comma separated"
+    )
+    plan.add_argument("--questions", type=_positive_int, help="questions M")
+    plan.add_argument(
+        "--cap",
+        type=_positive_int,
+        default=None,
+        help="max trials per question (default 80, or the pilot run's)",
+    )
+    plan.add_argument(
+        "--confidence",
+        type=float,
+        default=None,
+        help="confidence (default 0.95, or the pilot run's)",
+    )
+    plan.add_argument(
+        "--spread",
+        type=float,
+        default=None,
+        help="per-question difficulty spread: sd of a model's per-question "
+        "score at mean 0.5, in [0, 0.5); 0 = every question alike (default "
+        "0.2, about the paper's; with --pilot, estimated from its counts)",
+    )
+    plan.add_argument(
+        "--weights", type=_weights, default=None, help="category weights (default 0,1)"
+    )
+    plan.add_argument(
+        "--target", choices=["ranking", "top_k", "leader"], default="ranking"
+    )
+    plan.add_argument("--top-k", type=_positive_int, default=None, help="for top_k")
+    plan.add_argument("--error-control", choices=["ranking", "pair"], default="ranking")
+    plan.add_argument("--rule", choices=["sequential", "paper"], default="sequential")
+    plan.add_argument("--seed", type=int, default=20261, help="simulation seed")
+    plan.add_argument("--pilot", type=Path, help="a pilot run's state file")
+    plan.add_argument("--run", help="with --pilot: the pilot run")
+    plan.add_argument("--json", action="store_true", help="print JSON")
+    plan.set_defaults(handler="planning_cmds:run_plan")
+
+    gate = commands.add_parser(
+        "gate",
+        help="release gate: is the candidate no worse than the baseline?",
+        description=(
+            "Test the candidate against the baseline under the run's rule and "
+            "confidence, valid however often it is asked. Exit 0 (pass) when "
+            "the candidate is shown no worse than the baseline minus --margin "
+            "(with --better: better than the baseline plus --margin), 1 (fail) "
+            "when shown otherwise, 2 while inconclusive."
+        ),
+    )
+    gate.add_argument("--state", type=Path, help=_STATE_HELP)
+    gate.add_argument("--run", required=True, help="the run")
+    gate.add_argument("--candidate", required=True, help="the new model")
+    gate.add_argument("--baseline", required=True, help="the model it would replace")
+    gate.add_argument(
+        "--margin", type=float, default=0.0, help="score units (default 0)"
+    )
+    gate.add_argument(
+        "--better", action="store_true", help="require the candidate to be better"
+    )
+    gate.add_argument("--json", action="store_true", help="print JSON")
+    gate.set_defaults(handler="planning_cmds:run_gate")
 
 
 def _metrics(text: str) -> list[str]:
