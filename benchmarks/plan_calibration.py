@@ -39,7 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.stopping import WORLDS, World, wilson
+from benchmarks.stopping import wilson
+from benchmarks.stopping_worlds import WORLDS, World
 from monitor.engine.simulation import PAPER_MEANS, simulate
 from monitor.plans.outcomes import spread_of
 from monitor.plans.plan import (
@@ -102,7 +103,10 @@ def engine_run(job: tuple[str, tuple[float, ...], int]) -> tuple[int, dict[str, 
         target=world.target,
         top_k=world.top_k,
     )
-    return result.trials, {row.model: row.group for row in result.status.models}
+    # Simulated runs have no late joiners: every model is placed (a group).
+    return result.trials, {
+        row.model: row.group for row in result.status.models if row.group is not None
+    }
 
 
 def resolved_share(means: tuple[float, ...], groups: list[dict[str, int]]) -> float:

@@ -18,6 +18,12 @@ from tests.monitor.streams import stream_of
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def below_in(groups: dict[str, int | None], upper: str, lower: str) -> bool:
+    """Whether ``lower`` sits in a group below ``upper``'s (both placed)."""
+    a, b = groups[upper], groups[lower]
+    return a is not None and b is not None and a < b
+
+
 def contradictions(event: StoredEvent, status: Status) -> list[str]:
     """What ``status`` says against a fired ``event`` (empty: nothing)."""
     groups = {row.model: row.group for row in status.models}
@@ -26,14 +32,14 @@ def contradictions(event: StoredEvent, status: Status) -> list[str]:
     problems = []
     if event.kind == "pair_resolved":
         a, b = str(payload["a"]), str(payload["b"])
-        if not groups[a] < groups[b]:
+        if not below_in(groups, a, b):
             problems.append(f"{a} > {b} was resolved; groups now {groups}")
         above = payload["above"]
         below = payload["below"]
         assert isinstance(above, list) and isinstance(below, list)
         for upper in above:
             for lower in below:
-                if not groups[str(upper)] < groups[str(lower)]:
+                if not below_in(groups, str(upper), str(lower)):
                     problems.append(f"{upper} > {lower} was claimed")
     elif event.kind in ("pair_unresolvable", "pair_equivalent"):
         a, b = str(payload["a"]), str(payload["b"])
