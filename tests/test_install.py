@@ -22,7 +22,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("scorio_core", "monitor", "adapters")
-BASE_REQUIREMENTS = {"numpy", "scipy", "pydantic", "rich", "msgspec", "filelock"}
+BASE_REQUIREMENTS = {
+    "numpy", "scipy", "pydantic", "rich", "msgspec", "filelock", "threadpoolctl"
+}  # fmt: skip
 # Import names of every library an extra brings (pyproject's extras).
 SERVICE_LIBRARIES = (
     "fastapi",

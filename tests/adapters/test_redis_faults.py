@@ -19,6 +19,9 @@ from tests.services import RedisServer, redis_server
 
 RUN = "bench"
 
+# Each test starts its own redis-server.
+pytestmark = pytest.mark.services
+
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[RedisServer]:

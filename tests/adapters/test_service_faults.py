@@ -256,6 +256,18 @@ async def test_two_workers_sharing_a_subscription_count_exactly_and_fire_events_
                     return stored > 0 and len(events) >= stored
 
                 await eventually(all_published)
+                # Each worker re-reads the other's counts at its looks (every
+                # shared_refresh_s): its status converges to them.
+                for url in (base, other):
+
+                    async def exact(url: str = url) -> bool:
+                        try:
+                            assert_exact(await status_of(url), results)
+                        except AssertionError:
+                            return False
+                        return True
+
+                    await eventually(exact, timeout_s=10)
                 assert_exact(await status_of(base), results)
                 assert_exact(await status_of(other), results)
             reader.cancel()
