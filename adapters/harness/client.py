@@ -36,13 +36,13 @@ import contextlib
 import enum
 import functools
 import logging
-import secrets
 from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
 from typing import TypeVar
 
 from adapters.harness.breaker import BreakerSettings, CircuitBreaker
 from adapters.harness.buffer import TrialBuffer
+from adapters.harness.ids import attempt_id, new_eval_id
 from adapters.harness.retry import Retry, retrying
 from adapters.harness.transports import (
     BatchRefusedError,
@@ -73,21 +73,6 @@ class Lifecycle(enum.Enum):
     CREATED = "created"
     RUNNING = "running"
     CLOSED = "closed"
-
-
-def new_eval_id() -> str:
-    """A fresh eval id (22 URL-safe characters), made once per eval."""
-    return secrets.token_urlsafe(16)
-
-
-def attempt_id(eval_id: str, index: int | str) -> str:
-    """The trial id of attempt ``index`` of a question in eval ``eval_id``.
-
-    Examples:
-        >>> attempt_id("run-7", 3)
-        'run-7:3'
-    """
-    return f"{eval_id}:{index}"
 
 
 class AsyncMonitorClient:

@@ -43,6 +43,7 @@ from monitor.config import HttpSettings
 from monitor.errors import ConfigError, StoreError, UnknownRunError
 from monitor.http.allowance import ByteAllowance
 from monitor.http.compare import add_compare_routes
+from monitor.http.gate import add_gate_routes
 from monitor.http.history import add_history_routes
 from monitor.http.middleware import (
     LOOPBACK_NAMES,
@@ -71,7 +72,6 @@ from monitor.limits import (
     UNKNOWN_RUN_CLIENTS,
     UNKNOWN_RUN_ROW_BYTES,
 )
-from monitor.plans.gate import GateVerdict, gate
 from monitor.schema import NextItem, RunConfig, Status, plan_headers
 from monitor.service.rejections import RecentRejection
 from monitor.service.service import Service
@@ -148,6 +148,7 @@ def create_app(
     add_history_routes(app)
     add_compare_routes(app)
     add_trials_routes(app)
+    add_gate_routes(app)
     writer = [Depends(_same_origin_json), Depends(_authorized)]
     unknown_runs = ByteAllowance(
         UNKNOWN_RUN_BYTES_BURST, UNKNOWN_RUN_BYTES_PER_S, UNKNOWN_RUN_CLIENTS
@@ -302,34 +303,6 @@ def create_app(
         return await service.call(
             functools.partial(rejected_inputs, service.monitor, run)
         )
-
-    @app.get("/runs/{run}/gate")
-    async def release_gate(
-        run: str,
-        request: Request,
-        candidate: Annotated[str, Query(min_length=1, max_length=256)],
-        baseline: Annotated[str, Query(min_length=1, max_length=256)],
-        margin: Annotated[float, Query(ge=0.0, le=1e6)] = 0.0,
-        better: bool = False,
-    ) -> GateVerdict:
-        """The release gate (``scorio-monitor gate``): ``verdict`` pass,
-        fail or inconclusive; 422 for a model the run does not have."""
-        service = _service(request)
-        await service.config(run)  # 404 for an unknown run
-        try:
-            return await service.call(
-                functools.partial(
-                    gate,
-                    service.monitor,
-                    run,
-                    candidate,
-                    baseline,
-                    margin=margin,
-                    better=better,
-                )
-            )
-        except ValueError as exc:
-            raise HTTPException(422, str(exc)) from exc
 
     @app.get("/runs/{run}/events")
     async def events(
