@@ -20,11 +20,7 @@ The members documented as internal to scorio_core (``weights``,
 ``scaled``, ``declared_count``, ``empty_terms``, ``layer_arrays``,
 ``join``, ``take_rows``, ``widen_counts``, ``widen_trials``, ``add_rows``)
 are what the tables and their batch functions use instead of the
-storage's underscored state.
-
-The module runs some 30 lines past the 500 the style asks for: the map
-helpers at its end grow the arrays the class holds, and its tests patch
-them here (``_resize``, to stand in for a system without mremap).
+storage's underscored state. Large arrays live in :mod:`scorio_core.memory_maps`.
 """
 
 from __future__ import annotations
@@ -39,7 +35,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from scorio_core import _validation as check
+from scorio_core import memory_maps
 from scorio_core.count_kernels import row_terms, set_rows, split_pieces
+from scorio_core.memory_maps import map_of, zeros
 from scorio_core.posterior import ScaledWeights, row_term
 from scorio_core.question_index import QuestionIndex
 
@@ -52,7 +50,7 @@ _COUNT_TYPES: Final = (np.uint8, np.uint16, np.uint32, np.int64)
 # Rows of many tables updated in one pass, at most (about): bounds the pass's
 # temporaries (some 50 bytes per row and category) for bulk batches.
 _TOGETHER_ROWS: Final = 16_384
-# A storage whose float arrays take this much has memory maps (_zeros).
+# A storage whose float arrays take this much has memory maps (zeros).
 _MAPPED_BYTES: Final = 1 << 20
 # Their largest values (np.iinfo builds an object per call: a batch's
 # tables asked 20 times per call).
@@ -186,11 +184,11 @@ class CountStorage:
         held_layers, held_rows = self._means.shape
         # All in memory maps or none (they grow in place together).
         mapped = layers * capacity * 8 >= _MAPPED_BYTES
-        observed = _zeros((layers, capacity, width), self._observed.dtype, mapped)
-        prior = _zeros((layers, capacity, width), self._prior.dtype, mapped)
-        row_trials = _zeros((layers, capacity), self._row_trials.dtype, mapped)
-        means = _zeros((layers, capacity), np.dtype(np.float64), mapped)
-        variances = _zeros((layers, capacity), np.dtype(np.float64), mapped)
+        observed = zeros((layers, capacity, width), self._observed.dtype, mapped)
+        prior = zeros((layers, capacity, width), self._prior.dtype, mapped)
+        row_trials = zeros((layers, capacity), self._row_trials.dtype, mapped)
+        means = zeros((layers, capacity), np.dtype(np.float64), mapped)
+        variances = zeros((layers, capacity), np.dtype(np.float64), mapped)
         # The tables' layers hold empty rows; layers no table has yet stay
         # untouched zero pages (their table fills them when it joins).
         used = len(self._tables)
@@ -235,7 +233,7 @@ class CountStorage:
             self._means,
             self._variances,
         )
-        found = [_map_of(array) for array in arrays]
+        found = [map_of(array) for array in arrays]
         if None in found:
             self._allocate(layers, self._capacity)
             return
@@ -251,7 +249,7 @@ class CountStorage:
         grown = True
         try:
             for buffer, (kind, shape) in zip(maps, shapes, strict=True):
-                _resize(buffer, layers * math.prod(shape) * kind.itemsize)
+                memory_maps.resize(buffer, layers * math.prod(shape) * kind.itemsize)
         except (BufferError, OSError, SystemError):
             # A view held elsewhere, or no mremap (macOS): copy instead.
             grown = False
@@ -469,37 +467,6 @@ class CountStorage:
         tables[0].move_sums(tables, changes, prior)
 
 
-def _zeros(shape: tuple[int, ...], kind: np.dtype[Any], mapped: bool) -> NDArray[Any]:
-    """Zeros; ``mapped``: in an anonymous memory map of their own.
-
-    Pages nobody wrote take no memory, a map's pages go back to the system
-    when the array is dropped (malloc keeps freed blocks resident in its
-    heap), and a map can grow in place (:meth:`CountStorage._add_layers`).
-    """
-    size = math.prod(shape) * kind.itemsize
-    private = getattr(mmap, "MAP_PRIVATE", None)  # None: not a POSIX system
-    if not mapped or not size or private is None:
-        return np.zeros(shape, dtype=kind)
-    # Private: a shared anonymous map cannot grow in place (mremap).
-    buffer = mmap.mmap(-1, size, flags=private)
-    return np.frombuffer(buffer, dtype=kind).reshape(shape)
-
-
-def _resize(buffer: mmap.mmap, size: int) -> None:
-    """Grow a map in place (mremap); raises where that cannot be done."""
-    buffer.resize(size)
-
-
-def _map_of(array: NDArray[Any]) -> mmap.mmap | None:
-    """The memory map an array of :func:`_zeros` lies in, if it has one."""
-    base: object = array
-    while isinstance(base, np.ndarray):
-        base = base.base
-    if isinstance(base, memoryview):
-        base = base.obj
-    return base if isinstance(base, mmap.mmap) else None
-
-
 def _batch_updates(rows: int, size: int) -> int:
     """How many updates a batch of ``rows`` changed rows counts as for drift.
 
@@ -525,7 +492,7 @@ def _holding(array: NDArray[np.integer], values: ArrayLike) -> NDArray[Any]:
         return array
     for kind in _COUNT_TYPES:
         if high <= np.iinfo(kind).max:
-            widened = _zeros(array.shape, np.dtype(kind), _map_of(array) is not None)
+            widened = zeros(array.shape, np.dtype(kind), map_of(array) is not None)
             widened[...] = array
             return widened
     raise OverflowError(f"a count of {high} does not fit in 64 bits")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.services import free_port
+from tests.services import free_port, require_libraries
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -111,7 +111,7 @@ def test_no_page_speaks_of_the_projects_history() -> None:
 
 
 def test_the_docs_site_builds_strictly(tmp_path: Path) -> None:
-    pytest.importorskip("mkdocs")  # the test extra installs it
+    require_libraries("mkdocs")  # the test extra installs it; CI fails without
     site = str(tmp_path / "site")
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", site],
@@ -129,8 +129,9 @@ def test_the_docs_site_builds_strictly(tmp_path: Path) -> None:
 
 
 def test_the_http_api_page_lists_every_route() -> None:
-    # The HTTP stack is an extra: a partial install collects the rest.
-    pytest.importorskip("fastapi")
+    # The HTTP stack is an extra: a partial install collects the rest (and
+    # skips here, except under CI, where a missing library fails).
+    require_libraries("fastapi")
     from starlette.routing import Mount, Route
 
     from monitor import Monitor
@@ -169,7 +170,7 @@ def documented_curls() -> list[str]:
 
 
 def test_the_documented_curl_posts_a_trial_to_a_real_serve(tmp_path: Path) -> None:
-    pytest.importorskip("fastapi")
+    require_libraries("fastapi")  # skips without it, except under CI: fails
     commands = documented_curls()
     assert len(commands) == 3
     # examples/service.toml as documented, on a free port, its state in tmp.

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import scorio_core.storage as count_tables
-from scorio_core import CountStorage, CountTable
+from scorio_core import CountStorage, CountTable, memory_maps
 from scorio_core.question_index import QuestionIndex
 
 
@@ -303,16 +303,16 @@ def test_a_large_storage_grows_its_layers_in_place_unless_a_view_is_held() -> No
     storage = CountStorage([0.0, 1.0], rows, index=QuestionIndex(range(rows)))
     tables = [CountTable([0.0, 1.0], rows, storage=storage)]
     tables[0].update(rows - 1, 1)
-    first_map = count_tables._map_of(storage._means)
+    first_map = memory_maps.map_of(storage._means)
     assert first_map is not None
     for layer in range(1, 4):  # 1 -> 2 -> 3 -> 4 layers
         tables.append(CountTable([0.0, 1.0], rows, storage=storage))
         tables[-1].update(rows - 1, 1, delta=layer + 1)
-    assert count_tables._map_of(storage._means) is first_map  # grown in place
+    assert memory_maps.map_of(storage._means) is first_map  # grown in place
     held, _ = tables[0].count_views()  # a view of the maps, held
     tables.append(CountTable([0.0, 1.0], rows, storage=storage))  # 4 -> 6
     assert storage._means.shape[0] == 6
-    assert count_tables._map_of(storage._means) is not first_map  # copied
+    assert memory_maps.map_of(storage._means) is not first_map  # copied
     assert int(held[rows - 1, 1]) == 1
     tables[-1].update(0, 0)
     assert [table.counts(rows - 1) for table in tables] == [
@@ -337,7 +337,7 @@ def test_a_storage_grows_by_a_copy_where_maps_cannot_grow_in_place(
     def no_mremap(buffer: object, size: int) -> None:
         raise SystemError("mmap: resizing not available--no mremap()")
 
-    monkeypatch.setattr(count_tables, "_resize", no_mremap)
+    monkeypatch.setattr(memory_maps, "resize", no_mremap)
     rows = 200_000
     storage = CountStorage([0.0, 1.0], rows, index=QuestionIndex(range(rows)))
     tables = []
