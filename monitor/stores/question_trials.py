@@ -26,6 +26,8 @@ from typing import Final, Protocol, runtime_checkable
 
 import msgspec
 
+from monitor.stores.sqlite_schema import LoggedTrials
+
 KEPT_BY_MEMORY: Final = "category (no per-trial cost or time in memory)"
 KEPT_BY_SQLITE: Final = "category, cost and time of each trial (the trial log)"
 NOT_KEPT: Final = "this store keeps no per-trial record"
@@ -77,21 +79,8 @@ class _Head(msgspec.Struct, array_like=True):
     question: list[str]
 
 
-class _Row(msgspec.Struct, array_like=True):
-    """A ``trial_batches`` row (see ``monitor.stores.sqlite_schema``)."""
-
-    model: list[str]
-    question: list[str]
-    trial: list[str]
-    prior: list[bool]
-    category: list[int]
-    tokens: list[int | None]
-    seconds: list[float | None]
-    ts: list[float | None]
-
-
 _head = msgspec.msgpack.Decoder(_Head).decode
-_row = msgspec.msgpack.Decoder(_Row).decode
+_row = msgspec.msgpack.Decoder(LoggedTrials).decode
 
 
 def from_sqlite(db: sqlite3.Connection, run: str, question: str) -> QuestionTrials:

@@ -16,22 +16,9 @@ import pytest
 from monitor.cli import main
 from tests.monitor.test_cli import one_line_error
 from tests.services import require_libraries
+from tests.test_install import SERVICE_LIBRARIES
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVICE_LIBRARIES = (
-    "fastapi",
-    "starlette",
-    "uvicorn",
-    "sse_starlette",
-    "prometheus_client",
-    "redis",
-    "hiredis",
-    "aiomqtt",
-    "paho",
-    "httpx",
-    "tenacity",
-    "inspect_ai",
-)
 
 
 def trial(model: str, question: int, category: int, run: str = "r") -> str:
