@@ -14,8 +14,15 @@ question alike.
 What the rule sees of a model is its mean and, per look, its posterior
 variance: per question the posterior predictive variance of one more
 outcome (the uniform Dirichlet prior included) over ``T + 1``. Both are
-taken here as expectations over the questions' difficulty (fixed quantiles
-of the Beta, so the plan is deterministic) and over the outcomes.
+taken as expectations over the outcomes, and over the questions of one
+world: :meth:`Outcomes.drawn` draws a world of ``M`` questions as the
+simulated runs do (:func:`monitor.engine.simulation.draw_world`), and a
+plan plays each simulated run in a world of its own. A run's questions
+are a sample: with few of them, or extreme difficulty, how hard they
+happen to be moves the run's variance, and at 80 % power that costs power
+(one average world overstated it by 8-11 points where ``spread`` is 0.35
+or more). :meth:`Outcomes.build` is that average world (fixed quantiles
+of the Beta), for fields with more questions than :data:`DRAWN_QUESTIONS`.
 """
 
 from __future__ import annotations
@@ -27,13 +34,16 @@ from typing import Final
 import numpy as np
 from numpy.typing import NDArray
 from scipy.special import betaincinv
-from scipy.stats import binom
 
 # The difficulty spread a plan assumes unless told: close to the paper's
 # Beta concentration 5 (study notes), a typical benchmark's.
 DEFAULT_SPREAD: Final = 0.2
-# Quantiles of the difficulty distribution the expectations average over.
+# Quantiles of the difficulty distribution the average world is made of.
 _DIFFICULTY_POINTS: Final = 64
+# Fields with more questions than this are played in the average world:
+# past it a drawn world's variance differs from the average by under 1/16
+# of what it does at a handful of questions, and drawing costs memory.
+DRAWN_QUESTIONS: Final = 256
 
 FloatArray = NDArray[np.float64]
 
@@ -81,18 +91,16 @@ class Outcomes:
     means: FloatArray
     trial_variance: FloatArray
     categories: int
-    _points: FloatArray  # models x difficulty points: per-question means
+    # Per model, over the questions: the mean of the squared per-question
+    # mean score, and the mean of a trial's second moment. With the model's
+    # mean they are all the posterior variance below needs.
+    _mean_square: FloatArray
+    _second: FloatArray
 
     @classmethod
     def build(cls, means: FloatArray, categories: int, spread: float) -> Outcomes:
-        """The outcome model of unit-scale ``means`` with ``categories``."""
-        if categories < 2:
-            raise ValueError(f"categories must be >= 2; got {categories}")
-        if np.any((means <= 0.0) | (means >= 1.0)):
-            raise ValueError(
-                "means must lie strictly inside the score range; got "
-                f"{means.round(4).tolist()} on the unit scale"
-            )
+        """The average world of unit-scale ``means`` with ``categories``."""
+        _check(means, categories)
         kappa = concentration(spread)
         if kappa is None:
             points = np.repeat(means[:, None], _DIFFICULTY_POINTS, axis=1)
@@ -101,22 +109,48 @@ class Outcomes:
             raw = betaincinv(
                 kappa * means[:, None], kappa * (1.0 - means[:, None]), levels[None, :]
             )
-            # Moved affinely to average to the mean exactly, as the simulated
-            # worlds are (monitor.engine.simulation.draw_world).
-            current = raw.mean(axis=1, keepdims=True)
-            down = raw * (means[:, None] / current)
-            up = 1.0 - (1.0 - raw) * ((1.0 - means[:, None]) / (1.0 - current))
-            points = np.where(current > means[:, None], down, up)
-        probabilities = _category_probabilities(points, categories)
-        weights = np.arange(categories) / (categories - 1)
-        first = probabilities @ weights
-        second = probabilities @ weights**2
-        trial_variance = (second - first**2).mean(axis=1)
+            points = _centred(raw, means)
+        return cls._of(means, points, categories)
+
+    @classmethod
+    def drawn(
+        cls,
+        means: FloatArray,
+        categories: int,
+        spread: float,
+        question_count: int,
+        rng: np.random.Generator,
+    ) -> Outcomes:
+        """One world of ``question_count`` questions, drawn from ``rng``.
+
+        Drawn as :func:`monitor.engine.simulation.draw_world` draws a
+        simulated run's: a Beta per question around each model's mean, moved
+        to average to the mean exactly.
+        """
+        _check(means, categories)
+        kappa = concentration(spread)
+        if kappa is None:
+            return cls.build(means, categories, spread)
+        raw = rng.beta(
+            kappa * means[:, None],
+            kappa * (1.0 - means[:, None]),
+            size=(means.size, question_count),
+        )
+        return cls._of(means, _centred(raw, means), categories)
+
+    @classmethod
+    def _of(cls, means: FloatArray, points: FloatArray, categories: int) -> Outcomes:
+        # A Binomial(C, s) category scored k / C has mean s and second
+        # moment s (1 - s) / C + s^2.
+        second = points * (1.0 - points) / (categories - 1) + points**2
+        mean_square = (points**2).mean(axis=1)
+        mean_second = second.mean(axis=1)
         return cls(
             means=np.asarray(means, dtype=np.float64),
-            trial_variance=np.asarray(trial_variance, dtype=np.float64),
+            trial_variance=np.asarray(mean_second - mean_square, dtype=np.float64),
             categories=categories,
-            _points=np.asarray(probabilities, dtype=np.float64),
+            _mean_square=np.asarray(mean_square, dtype=np.float64),
+            _second=np.asarray(mean_second, dtype=np.float64),
         )
 
     @property
@@ -135,23 +169,34 @@ class Outcomes:
         and over the questions.
         """
         weights = np.arange(self.categories) / (self.categories - 1)
-        q = self._points  # models x points x categories
         width = float(self.categories)
-        n = np.asarray(trials, dtype=np.float64)[:, None, None]
-        first_q = q @ weights  # models x points
-        second_q = q @ weights**2
-        var_q = second_q - first_q**2
+        n = np.asarray(trials, dtype=np.float64)[:, None]
         total = n + width
-        mean = (n * first_q + weights.sum()) / total
-        second = (n * second_q + (weights**2).sum()) / total
-        spread = second - mean**2 - n * var_q / total**2
-        return np.asarray(spread.mean(axis=-1), dtype=np.float64)
+        first, second_sum = weights.sum(), (weights**2).sum()
+        # Per question: second - mean^2 - n Var_q / total^2 with mean and
+        # second linear in the question's moments; averaged over questions.
+        mean_squared = (
+            n**2 * self._mean_square + 2.0 * n * self.means * first + first**2
+        ) / total**2
+        second = (n * self._second + second_sum) / total
+        spread = second - mean_squared - n * self.trial_variance / total**2
+        return np.asarray(spread, dtype=np.float64)
 
 
-def _category_probabilities(points: FloatArray, categories: int) -> FloatArray:
-    """``models x points x categories``: Binomial(C, s) over the categories."""
-    k = np.arange(categories)
-    return np.asarray(
-        binom.pmf(k[None, None, :], categories - 1, points[:, :, None]),
-        dtype=np.float64,
-    )
+def _check(means: FloatArray, categories: int) -> None:
+    if categories < 2:
+        raise ValueError(f"categories must be >= 2; got {categories}")
+    if np.any((means <= 0.0) | (means >= 1.0)):
+        raise ValueError(
+            "means must lie strictly inside the score range; got "
+            f"{means.round(4).tolist()} on the unit scale"
+        )
+
+
+def _centred(raw: FloatArray, means: FloatArray) -> FloatArray:
+    """Per-question means moved affinely to average to each model's mean,
+    as the simulated worlds are (:func:`monitor.engine.simulation.draw_world`)."""
+    current = raw.mean(axis=1, keepdims=True)
+    down = raw * (means[:, None] / current)
+    up = 1.0 - (1.0 - raw) * ((1.0 - means[:, None]) / (1.0 - current))
+    return np.asarray(np.where(current > means[:, None], down, up), dtype=np.float64)

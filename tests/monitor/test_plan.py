@@ -10,10 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.stats import binom
 
 from monitor import Monitor, RunConfig
 from monitor.decisions.decide import build_rule
-from monitor.engine.simulation import PAPER_MEANS, simulate
+from monitor.engine.simulation import PAPER_MEANS, draw_world, simulate
 from monitor.plans.outcomes import Outcomes, concentration, spread_of
 from monitor.plans.pilot import pilot_request
 from monitor.plans.plan import PlanRequest, plan, simulate_runs, widened
@@ -142,6 +143,54 @@ def test_questions_alike_have_the_binomial_variance() -> None:
     # After many trials the posterior's predictive variance is the trial's.
     late = outcomes.posterior_variance(np.array([1e6]))[0]
     np.testing.assert_allclose(late, [0.21, 0.25], rtol=1e-4)
+
+
+def test_a_drawn_world_is_the_one_the_simulated_runs_draw() -> None:
+    means = np.array([0.2, 0.55, 0.9])
+    drawn = Outcomes.drawn(means, 2, spread_of(0.6), 30, np.random.default_rng(4))
+    world = draw_world(tuple(means), 30, 0.6, np.random.default_rng(4))
+    np.testing.assert_allclose(drawn.means, world.mean(axis=1))
+    np.testing.assert_allclose(
+        drawn.trial_variance, (world * (1.0 - world)).mean(axis=1)
+    )
+
+
+@pytest.mark.parametrize("categories", [2, 4, 11])
+def test_the_posterior_variance_is_the_per_question_average(categories: int) -> None:
+    # Per question: the Dirichlet posterior's predictive variance of one
+    # more score, its mean varying over the outcomes (the closed form's
+    # reference, question by question with the category probabilities).
+    means = np.array([0.3, 0.6])
+    rng = np.random.default_rng(2)
+    outcomes = Outcomes.drawn(means, categories, 0.3, 12, rng)
+    world = draw_world(
+        tuple(means), 12, concentration(0.3) or 0.0, np.random.default_rng(2)
+    )
+    weights = np.arange(categories) / (categories - 1)
+    q = binom.pmf(np.arange(categories), categories - 1, world[:, :, None])
+    grid = np.array([0.0, 1.0, 7.0, 80.0])
+    expected = []
+    for n in grid:
+        first, second = q @ weights, q @ weights**2
+        total = n + categories
+        mean = (n * first + weights.sum()) / total
+        moment = (n * second + (weights**2).sum()) / total
+        spread = moment - mean**2 - n * (second - first**2) / total**2
+        expected.append(spread.mean(axis=1))
+    np.testing.assert_allclose(outcomes.posterior_variance(grid), expected)
+
+
+def test_runs_play_worlds_of_their_own_where_questions_differ() -> None:
+    # With extreme difficulty and 30 questions, how hard a run's questions
+    # happen to be spreads its trials; one average world would not.
+    request = PlanRequest(means=PAPER_MEANS, question_count=30, spread=spread_of(0.6))
+    alike = PlanRequest(means=PAPER_MEANS, question_count=30, spread=0.0)
+    many = PlanRequest(means=PAPER_MEANS, question_count=5000, spread=spread_of(0.6))
+    runs = simulate_runs(request, 200, seed=3)
+    assert runs.trials_per_question.sum(axis=1).std() > 1.3 * (
+        simulate_runs(many, 200, seed=3).trials_per_question.sum(axis=1).std()
+    )
+    assert plan(request).trials != plan(alike).trials
 
 
 def test_a_plan_of_two_models_is_near_the_engines_mean() -> None:
