@@ -46,7 +46,7 @@ _RUNS_PER_CANDIDATE: Final = 24
 # Then gaps around the first estimate, with more runs each: where worlds
 # differ run to run the power curve is flat and the first rounds alone
 # left the plan's own power at its mde anywhere in 70-87 %.
-_REFINE: Final = (0.92, 1.0, 1.08)
+_REFINE: Final = (0.9, 1.0, 1.1)
 _REFINE_RUNS: Final = 160
 # The final fit keeps the gaps within this factor of the first estimate.
 _NEAR: Final = 1.3
@@ -366,12 +366,17 @@ def _mde(
             break
         gaps = fitted * np.array(_FIRST_ROUND)
     estimate = _fit_probit(observed)
-    if estimate is not None:
-        observed += _power_at(
-            request, unit, estimate * np.array(_REFINE), pair, rng, _REFINE_RUNS
-        )
+    # Refined until the estimate lies among the gaps refined (at most twice
+    # more when a first estimate was far off).
+    for _ in range(3):
+        if estimate is None:
+            break
+        refined = estimate * np.array(_REFINE)
+        observed += _power_at(request, unit, refined, pair, rng, _REFINE_RUNS)
         near = [o for o in observed if 1 / _NEAR <= o[0] / estimate <= _NEAR]
         estimate = _fit_probit(near) or estimate
+        if refined.min() <= estimate <= refined.max():
+            break
     if estimate is None:
         return None, (
             "no gap that fits the field inside the score range is resolved with "
