@@ -1,0 +1,133 @@
+"""The engine's forecasts made halfway: the share within +-25 %, fast.
+
+The engine column of ``benchmarks/forecast_ceiling.py`` without the oracle's
+continued runs: for each run of a world (seeds ``first .. first + runs - 1``, the same
+loop as ``benchmarks/stopping.py``) and each model, the forecast of its
+total (trials so far + ``predicted_trials``) at the first look where it had
+used half of its final total, scored within +-25 % of that total. Also
+times the forecasts: the seconds the statuses spent in ``forecast_trials``.
+
+Run: ``.venv/bin/python benchmarks/forecast_hits.py --runs 10 --worlds paper11
+null8 ties5x2 aime20``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import monitor.engine.status as status_module
+from benchmarks.forecast_ceiling import within
+from benchmarks.stopping import run_world
+from benchmarks.stopping_worlds import WORLDS
+from monitor.schema import Status
+
+SPENT = [0.0, 0]
+
+
+def _timed(function):  # type: ignore[no-untyped-def]
+    def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
+        started = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            SPENT[0] += time.perf_counter() - started
+            SPENT[1] += 1
+
+    return wrapper
+
+
+status_module.forecast_trials = _timed(status_module.forecast_trials)  # type: ignore[attr-defined]
+
+
+def one_run(job: tuple[str, int]) -> dict[str, object]:
+    """The halfway forecast of each model of one run, with its final total."""
+    name, seed = job
+    SPENT[0], SPENT[1] = 0.0, 0
+    looks: list[dict[str, tuple[int, int | None]]] = []
+
+    def observe(status: Status) -> None:
+        looks.append(
+            {
+                row.model: (
+                    row.trials,
+                    row.trials + row.predicted_trials
+                    if row.needs_trials and row.predicted_trials is not None
+                    else None,
+                )
+                for row in status.models
+            }
+        )
+
+    result = run_world(WORLDS[name], seed, observe=observe)
+    used = {row.model: row.trials for row in result.status.models}
+    halfway: dict[str, tuple[int, int, int]] = {}
+    for step, look in enumerate(looks, start=1):
+        for model, (so_far, made) in look.items():
+            if model in halfway or made is None or used[model] <= 0:
+                continue
+            if so_far >= 0.5 * used[model]:
+                halfway[model] = (step, so_far, made)
+    rows = [
+        {
+            "model": model,
+            "step": step,
+            "so_far": so_far,
+            "made": made,
+            "used": used[model],
+            "hit": within(used[model], made),
+        }
+        for model, (step, so_far, made) in sorted(halfway.items())
+    ]
+    return {
+        "world": name,
+        "seed": seed,
+        "rows": rows,
+        "forecast_seconds": SPENT[0],
+        "forecast_calls": SPENT[1],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--worlds", nargs="*", default=["paper11", "null8", "ties5x2", "aime20"]
+    )
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--first", type=int, default=0, help="the first run's seed")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--json", type=Path, help="also write every scored forecast")
+    arguments = parser.parse_args()
+    everything = []
+    with multiprocessing.Pool(arguments.workers) as pool:
+        for name in arguments.worlds:
+            parts = pool.map(
+                one_run,
+                [
+                    (name, seed)
+                    for seed in range(arguments.first, arguments.first + arguments.runs)
+                ],
+            )
+            everything.extend(parts)
+            rows = [row for part in parts for row in part["rows"]]
+            hits = sum(row["hit"] for row in rows)
+            calls = sum(part["forecast_calls"] for part in parts)
+            seconds = sum(part["forecast_seconds"] for part in parts)
+            print(
+                f"{name:12s} n={len(rows):4d}  engine {hits / max(len(rows), 1):.1%}  "
+                f"forecast {1000 * seconds / max(calls, 1):.1f} ms/status "
+                f"({calls} statuses)",
+                flush=True,
+            )
+    if arguments.json:
+        arguments.json.write_text(json.dumps(everything, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
