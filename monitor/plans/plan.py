@@ -15,7 +15,12 @@ gets the same answer) and reports:
   the field's narrowest adjacent pair is set ``d`` apart (the models above
   it moved up, those below it down, by half the change each) and ``d`` is
   found where the share of runs resolving that pair crosses 0.8 (a probit
-  fitted to two rounds of simulated runs).
+  in log gap fitted to simulated runs at seven gaps, then refitted near
+  its estimate with more runs at three gaps around it).
+
+Each simulated run plays a world of its own, its questions' difficulty
+drawn from the spread (:meth:`monitor.plans.outcomes.Outcomes.drawn`), as
+the engine's simulated runs draw theirs.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ LOOKS: Final = 80
 _FIRST_ROUND: Final = (0.6, 0.75, 0.9, 1.05, 1.2, 1.4, 1.7)
 _RUNS_PER_CANDIDATE: Final = 24
 # Then gaps around the first estimate, with more runs each: where worlds
-# differ run to run the power curve is flat and the first rounds alone
+# differ run to run the power curve is flat and the first passes alone
 # left the plan's own power at its mde anywhere in 70-87 %.
 _REFINE: Final = (0.9, 1.0, 1.1)
 _REFINE_RUNS: Final = 160
