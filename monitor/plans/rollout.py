@@ -165,15 +165,24 @@ def _roll(
             state,
             active,
             sums[active],
-            base + here * step,
+            _trials(base, here, step, field.cap, start),
             tables[kind[active][:, None], here, np.arange(size)[None, :]],
         )
         needs[active] &= level[active] < limit
         active = active[needs[active].any(axis=1)]
     return Rollouts(
-        trials_per_question=np.asarray(base + level * step, dtype=np.float64),
+        trials_per_question=_trials(base, level, step, field.cap, start),
         groups=state.segments,
     )
+
+
+def _trials(
+    base: FloatArray, level: IntArray, step: float, cap: int, start: Start | None
+) -> FloatArray:
+    """Trials per question after ``level`` steps (a start's last step stops
+    at the cap)."""
+    trials = np.asarray(base + level * step, dtype=np.float64)
+    return trials if start is None else np.minimum(trials, float(cap))
 
 
 @dataclass(slots=True)
