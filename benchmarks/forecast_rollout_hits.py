@@ -2,7 +2,9 @@
 played on (:func:`monitor.plans.ahead.forecast_by_rollout`) in place of the
 engine's, timed with them (the engine's per-boundary forecasts included).
 
-Run: ``.venv/bin/python benchmarks/forecast_rollout_hits.py --runs 10 --workers 1``
+Run: ``.venv/bin/python benchmarks/forecast_rollout_hits.py --runs 10 --workers 1``;
+``--speed``: the cost per status instead, in ``simulate`` runs of 11 and 30
+models (as ``benchmarks/forecast_speed.py``).
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -36,5 +40,22 @@ def _forecast(self, run, state, decision):  # type: ignore[no-untyped-def]
 
 status_module.Statuses._forecast = _forecast  # type: ignore[method-assign]
 
+
+def speed() -> None:
+    from monitor.engine.simulation import simulate
+
+    for size in (11, 30):
+        hits.SPENT[0], hits.SPENT[1] = 0.0, 0
+        means = tuple(np.linspace(0.2, 0.8, size).round(4).tolist())
+        simulate(means, seed=0, trials_per_step=10, observe=lambda status: None)
+        print(
+            f"{size} models: {hits.SPENT[1]} statuses, forecast "
+            f"{1000 * hits.SPENT[0] / max(hits.SPENT[1], 1):.1f} ms/status"
+        )
+
+
 if __name__ == "__main__":
-    hits.main()
+    if "--speed" in sys.argv:
+        speed()
+    else:
+        hits.main()
