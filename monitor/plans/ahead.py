@@ -40,11 +40,11 @@ from monitor.schema import RunConfig
 
 # Simulated runs per forecast, looks to the cap, and their fixed seed (the
 # same counts always give the same forecast).
-REPLICATES: Final = 96
-LOOKS: Final = 80
+REPLICATES: Final = 64
+LOOKS: Final = 40
 SEED: Final = 20262
 # The quantile of the simulated totals a forecast starts from.
-QUANTILE: Final = 0.2
+QUANTILE: Final = 0.1
 # True means are kept this far inside the unit score range.
 _EDGE: Final = 1e-3
 
