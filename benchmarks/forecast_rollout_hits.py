@@ -1,6 +1,6 @@
-"""``benchmarks/forecast_hits.py`` with the forecasts of the whole procedure
-played on (:func:`monitor.plans.ahead.forecast_by_rollout`) in place of the
-engine's, timed with them (the engine's per-boundary forecasts included).
+"""``benchmarks/forecast_hits.py`` with every status's whole forecast timed:
+the single-pair forecasts and the whole procedure played on
+(:func:`monitor.plans.ahead.forecast_by_rollout`), which the statuses make.
 
 Run: ``.venv/bin/python benchmarks/forecast_rollout_hits.py --runs 10 --workers 1``;
 ``--speed``: the cost per status instead, in ``simulate`` runs of 11 and 30
@@ -19,26 +19,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import benchmarks.forecast_hits as hits
 import monitor.engine.status as status_module
-from monitor.plans.ahead import forecast_by_rollout
+from monitor.decisions.decide import forecast_trials
 
-_engine = status_module.Statuses._forecast
+# forecast_hits.py times forecast_trials alone: time the whole forecast.
+status_module.forecast_trials = forecast_trials  # type: ignore[attr-defined]
+_forecast = status_module.Statuses._forecast
 
 
-def _forecast(self, run, state, decision):  # type: ignore[no-untyped-def]
+def _timed(self, run, state, decision):  # type: ignore[no-untyped-def]
     cached = self._forecasts.get(run)
     if cached is not None and cached[0] is decision:
         return cached[1], cached[2]
-    models, pairs = _engine(self, run, state, decision)
     started = time.perf_counter()
-    models = forecast_by_rollout(
-        decision, state.tables, state.config, state.question_count, models
-    )
-    hits.SPENT[0] += time.perf_counter() - started
-    self._forecasts[run] = (decision, models, pairs)
-    return models, pairs
+    try:
+        return _forecast(self, run, state, decision)
+    finally:
+        hits.SPENT[0] += time.perf_counter() - started
+        hits.SPENT[1] += 1
 
 
-status_module.Statuses._forecast = _forecast  # type: ignore[method-assign]
+status_module.Statuses._forecast = _timed  # type: ignore[method-assign]
 
 
 def speed() -> None:

@@ -3,7 +3,8 @@
 A status reads the run's current decision (looking first when it may be
 stale), each model's table and costs, the store's totals, and forecasts of
 the trials each model and pair still needs; forecasts are simulated once per
-decision and memoised by pair state between statuses.
+decision (single pairs memoised by pair state between statuses, and the
+whole procedure rolled on for each model, :mod:`monitor.plans.ahead`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from monitor.engine.registry import Registry
 from monitor.engine.runs import RunState
 from monitor.interfaces import Store
 from monitor.limits import FORECAST_MEMO_SIZE
+from monitor.plans.ahead import forecast_by_rollout
 from monitor.schema import Decision, ModelStatus, PairStatus, Status, Waiting
 
 
@@ -141,6 +143,10 @@ class Statuses:
             state.question_count,
             state.config.max_trials_per_question,
             memo,
+        )
+        # Each model's forecast also plays the whole procedure on from here.
+        models = forecast_by_rollout(
+            decision, tables, state.config, state.question_count, models
         )
         self._forecasts[run] = (decision, models, pairs)
         return models, pairs

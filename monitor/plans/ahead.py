@@ -45,6 +45,9 @@ LOOKS: Final = 40
 SEED: Final = 20262
 # The quantile of the simulated totals a forecast starts from.
 QUANTILE: Final = 0.1
+# A model's information must be at least this share of its trials per
+# question for a rollout to start from it.
+_EVEN: Final = 0.9
 # True means are kept this far inside the unit score range.
 _EDGE: Final = 1e-3
 
@@ -58,6 +61,8 @@ class Table(Protocol):
     def sigma(self) -> float: ...
     @property
     def trial_count(self) -> int: ...
+    @property
+    def unit_variance(self) -> float: ...
 
 
 def forecast_by_rollout(
@@ -72,7 +77,7 @@ def forecast_by_rollout(
     ``fallback``: the single-pair forecasts, combined with the rollout's
     and kept as they are where a rollout has nothing to start from (no
     rule, no cap, a width target, a model with no trials yet or not yet
-    placed).
+    placed, trials piled on a few questions).
     """
     totals = simulated_totals(decision, tables, config, question_count)
     if totals is None:
@@ -110,6 +115,7 @@ def simulated_totals(
         or not decision.needs_trials
         or any(tables[name].trial_count == 0 for name in names)
         or any(decision.groups.get(name) is None for name in names)
+        or not all(_even(tables[name], question_count, config) for name in names)
     ):
         return None
     start, outcomes = _start(decision, tables, config, question_count)
@@ -123,6 +129,20 @@ def simulated_totals(
     )
     rollouts = roll(field, REPLICATES, np.random.default_rng(SEED), start)
     return np.asarray(rollouts.trials_per_question * question_count)
+
+
+def _even(table: Table, question_count: int, config: RunConfig) -> bool:
+    """Whether the model's information is its trials per question, as the
+    rollout assumes: not so when trials pile on a few questions (question-
+    major arrival), which the single-pair forecasts handle."""
+    low, high = min(config.weights), max(config.weights)
+    variance = (table.sigma / (high - low)) ** 2
+    if variance <= 0.0:
+        return False
+    information = table.unit_variance / (high - low) ** 2 / variance - (
+        len(config.weights) + 1
+    )
+    return information >= _EVEN * table.trial_count / question_count
 
 
 def _start(

@@ -21,6 +21,7 @@ class Table:
     mu: float
     sigma: float
     trial_count: int
+    unit_variance: float
 
 
 def config() -> RunConfig:
@@ -47,7 +48,7 @@ def forecast(models: list[Standing]) -> dict[str, int | None]:
     single, _ = forecast_trials(
         decision, lambda name: np.full(M, 10, dtype=np.int64), M, 80
     )
-    tables = {s.model: Table(s.mu, s.sigma, s.trials) for s in models}
+    tables = {s.model: Table(s.mu, s.sigma, s.trials, s.unit_variance) for s in models}
     return forecast_by_rollout(decision, tables, run, M, single)
 
 
