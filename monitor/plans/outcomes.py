@@ -161,7 +161,8 @@ class Outcomes:
     def posterior_variance(self, trials: FloatArray) -> FloatArray:
         """Expected predictive variance of one outcome at ``trials`` per question.
 
-        ``trials``: a 1-D grid; returns ``len(trials) x models``.
+        ``trials``: a 1-D grid; returns ``len(trials) x models`` (or a grid
+        per model, ``points x models``).
 
         The posterior's outcome distribution on a question is
         ``(n q + 1) / (n + C + 1)``; its variance of the score, averaged
@@ -170,7 +171,9 @@ class Outcomes:
         """
         weights = np.arange(self.categories) / (self.categories - 1)
         width = float(self.categories)
-        n = np.asarray(trials, dtype=np.float64)[:, None]
+        n = np.asarray(trials, dtype=np.float64)
+        if n.ndim == 1:
+            n = n[:, None]
         total = n + width
         first, second_sum = weights.sum(), (weights**2).sum()
         # Per question: second - mean^2 - n Var_q / total^2 with mean and

@@ -62,6 +62,29 @@ class Field:
 
 
 @dataclass(frozen=True, slots=True)
+class Start:
+    """A run's state to roll on from, per model (unit scale), for forecasts.
+
+    ``trials``: trials per question so far; ``sums``: the per-question
+    average score sums the posterior means come from (``mu (n + C) - C/2``);
+    ``segments`` (numbered from the top), ``linked`` (models x models) and
+    ``done``: what the run has settled; ``needs``: who draws first.
+    ``means``: each replicate's true means (replicates x models; else the
+    outcome model's); ``scale``: a factor on each model's variances, so
+    the rolled posterior starts where the run's is.
+    """
+
+    trials: FloatArray
+    sums: FloatArray
+    segments: IntArray
+    linked: BoolArray
+    done: BoolArray
+    needs: BoolArray
+    means: FloatArray | None = None
+    scale: FloatArray | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Rollouts:
     """Where each simulated run ended: replicates x models."""
 
@@ -69,38 +92,69 @@ class Rollouts:
     groups: IntArray
 
 
-def roll(field: Field, replicates: int, rng: np.random.Generator) -> Rollouts:
-    """Simulate ``replicates`` runs of ``field`` until no model needs trials."""
+def roll(
+    field: Field,
+    replicates: int,
+    rng: np.random.Generator,
+    start: Start | None = None,
+) -> Rollouts:
+    """Simulate ``replicates`` runs of ``field`` until no model needs trials,
+    from zero trials or from ``start``."""
     # The looks' small matrix products are fastest on one thread; a BLAS
     # spreading them over busy cores took 100 times longer.
     with threadpool_limits(limits=1, user_api="blas"):
-        return _roll(field, replicates, rng)
+        return _roll(field, replicates, rng, start)
 
 
-def _roll(field: Field, replicates: int, rng: np.random.Generator) -> Rollouts:
+def _roll(
+    field: Field, replicates: int, rng: np.random.Generator, start: Start | None
+) -> Rollouts:
     size = field.outcomes[0].means.size
     step = field.cap / field.looks
     grid = np.arange(field.looks + 1, dtype=np.float64) * step
     kinds = len(field.outcomes)
     kind = np.arange(replicates) % kinds
+    base = np.zeros(size) if start is None else start.trials
     # looks+1 x models per outcome model, then per replicate.
-    tables = np.stack([o.posterior_variance(grid) for o in field.outcomes])
-    drift = np.stack([o.means for o in field.outcomes])[kind] * step
-    noise = np.sqrt(
-        np.stack([o.trial_variance for o in field.outcomes])[kind]
-        / field.question_count
-        * step
+    points = grid if start is None else base[None, :] + grid[:, None]
+    tables = np.stack([o.posterior_variance(points) for o in field.outcomes])
+    means = np.stack([o.means for o in field.outcomes])[kind]
+    variances = np.stack([o.trial_variance for o in field.outcomes])[kind]
+    if start is not None:
+        if start.means is not None:
+            means = start.means
+        if start.scale is not None:
+            tables = tables * start.scale
+            variances = variances * start.scale
+    drift = means * step
+    noise = np.sqrt(variances / field.question_count * step)
+    # Looks each model may still draw before its cap.
+    limit = (
+        np.full(size, field.looks)
+        if start is None
+        else np.maximum(np.ceil((field.cap - base) / step - 1e-9), 0).astype(np.int64)
     )
     level = np.zeros((replicates, size), dtype=np.int64)
-    sums = np.zeros((replicates, size))
-    state = _State(
-        segments=np.zeros((replicates, size), dtype=np.int64),
-        linked=np.zeros((replicates, size, size), dtype=bool),
-        done=np.zeros((replicates, size), dtype=bool),
-    )
+    if start is None:
+        sums = np.zeros((replicates, size))
+        state = _State(
+            segments=np.zeros((replicates, size), dtype=np.int64),
+            linked=np.zeros((replicates, size, size), dtype=bool),
+            done=np.zeros((replicates, size), dtype=bool),
+        )
+        needs = np.ones((replicates, size), dtype=bool)
+    else:
+        sums = np.repeat(start.sums[None, :], replicates, axis=0)
+        state = _State(
+            segments=np.repeat(start.segments[None, :], replicates, axis=0),
+            linked=np.repeat(start.linked[None, :, :], replicates, axis=0),
+            done=np.repeat(start.done[None, :], replicates, axis=0),
+        )
+        needs = np.repeat((start.needs & (limit > 0))[None, :], replicates, axis=0)
     look = _Look(field, size)
-    needs = np.ones((replicates, size), dtype=bool)
     active = np.arange(replicates)
+    if start is not None:
+        active = active[needs.any(axis=1)]
     while active.size:
         shocks = rng.standard_normal((replicates, size))[active]
         drawing = needs[active]
@@ -111,15 +165,24 @@ def _roll(field: Field, replicates: int, rng: np.random.Generator) -> Rollouts:
             state,
             active,
             sums[active],
-            here,
+            _trials(base, here, step, field.cap, start),
             tables[kind[active][:, None], here, np.arange(size)[None, :]],
         )
-        needs[active] &= level[active] < field.looks
+        needs[active] &= level[active] < limit
         active = active[needs[active].any(axis=1)]
     return Rollouts(
-        trials_per_question=np.asarray(level * step, dtype=np.float64),
+        trials_per_question=_trials(base, level, step, field.cap, start),
         groups=state.segments,
     )
+
+
+def _trials(
+    base: FloatArray, level: IntArray, step: float, cap: int, start: Start | None
+) -> FloatArray:
+    """Trials per question after ``level`` steps (a start's last step stops
+    at the cap)."""
+    trials = np.asarray(base + level * step, dtype=np.float64)
+    return trials if start is None else np.minimum(trials, float(cap))
 
 
 @dataclass(slots=True)
@@ -204,13 +267,12 @@ class _Look:
         state: _State,
         active: IntArray,
         sums: FloatArray,
-        level: IntArray,
+        trials: FloatArray,
         predictive: FloatArray,
     ) -> BoolArray:
         """Look at the active runs; returns which models need trials."""
         field, outcomes = self._field, self._field.outcomes[0]
         first, second = self.first, self.second
-        trials = level * (field.cap / field.looks)
         width = float(outcomes.categories)
         prior = outcomes.prior_information
         weight_sum = width / 2.0  # sum of k / C over k = 0..C

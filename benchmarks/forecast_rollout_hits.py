@@ -1,0 +1,69 @@
+"""``benchmarks/forecast_hits.py`` with the statuses' forecasts made by
+:func:`monitor.plans.ahead.forecast_by_rollout` (the whole procedure played
+on, combined with the single-pair forecast), and every forecast timed.
+Statuses themselves keep the single-pair forecast: the rollout costs 10-20
+times more per status (``--speed``).
+
+Run: ``.venv/bin/python benchmarks/forecast_rollout_hits.py --runs 10 --workers 1``;
+``--speed``: the cost per status instead, in ``simulate`` runs of 11 and 30
+models (as ``benchmarks/forecast_speed.py``).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import benchmarks.forecast_hits as hits
+import monitor.engine.status as status_module
+from monitor.decisions.decide import forecast_trials
+from monitor.plans.ahead import forecast_by_rollout
+
+# forecast_hits.py times forecast_trials alone: time the whole forecast.
+status_module.forecast_trials = forecast_trials  # type: ignore[attr-defined]
+_forecast = status_module.Statuses._forecast
+
+
+def _timed(self, run, state, decision):  # type: ignore[no-untyped-def]
+    cached = self._forecasts.get(run)
+    if cached is not None and cached[0] is decision:
+        return cached[1], cached[2]
+    started = time.perf_counter()
+    try:
+        models, pairs = _forecast(self, run, state, decision)
+        models = forecast_by_rollout(
+            decision, state.tables, state.config, state.question_count, models
+        )
+        self._forecasts[run] = (decision, models, pairs)
+        return models, pairs
+    finally:
+        hits.SPENT[0] += time.perf_counter() - started
+        hits.SPENT[1] += 1
+
+
+status_module.Statuses._forecast = _timed  # type: ignore[method-assign]
+
+
+def speed() -> None:
+    from monitor.engine.simulation import simulate
+
+    for size in (11, 30):
+        hits.SPENT[0], hits.SPENT[1] = 0.0, 0
+        means = tuple(np.linspace(0.2, 0.8, size).round(4).tolist())
+        simulate(means, seed=0, trials_per_step=10, observe=lambda status: None)
+        print(
+            f"{size} models: {hits.SPENT[1]} statuses, forecast "
+            f"{1000 * hits.SPENT[0] / max(hits.SPENT[1], 1):.1f} ms/status"
+        )
+
+
+if __name__ == "__main__":
+    if "--speed" in sys.argv:
+        speed()
+    else:
+        hits.main()
