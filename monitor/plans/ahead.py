@@ -24,7 +24,7 @@ scores it).
 
 Statuses do not use it yet: it lands more halfway forecasts within +-25 %
 (paper11 80.0 % against 72.7 %, ties5x2 78.0 % against 72.0 %, seeds 0-9;
-its settings were chosen on those seeds and seeds 10-19) but costs 32 ms
+its settings were chosen on those seeds and seeds 10-19) but costs 29-32 ms
 per status at 11 models and 65 ms at 30, against 3-4 ms for the
 single-pair forecast and the status refresh's 5 ms budget.
 """
