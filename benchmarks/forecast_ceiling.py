@@ -67,6 +67,19 @@ def within(actual: int, forecast: float) -> bool:
     return abs(actual - forecast) <= TOLERANCE * actual
 
 
+def forecasts_of(status: Status) -> dict[str, tuple[int, int | None]]:
+    """Each model's trials so far and forecast total (None: no forecast)."""
+    return {
+        row.model: (
+            row.trials,
+            row.trials + row.predicted_trials
+            if row.needs_trials and row.predicted_trials is not None
+            else None,
+        )
+        for row in status.models
+    }
+
+
 def one_run(job: tuple[str, int, int]) -> dict[str, float]:
     """Engine and oracle hits over one run's models."""
     name, seed, futures = job
@@ -74,17 +87,7 @@ def one_run(job: tuple[str, int, int]) -> dict[str, float]:
     looks: list[dict[str, tuple[int, int | None]]] = []
 
     def observe(status: Status) -> None:
-        looks.append(
-            {
-                row.model: (
-                    row.trials,
-                    row.trials + row.predicted_trials
-                    if row.needs_trials and row.predicted_trials is not None
-                    else None,
-                )
-                for row in status.models
-            }
-        )
+        looks.append(forecasts_of(status))
 
     result = run_world(world, seed, observe=observe)
     used = {row.model: row.trials for row in result.status.models}

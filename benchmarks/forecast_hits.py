@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import monitor.engine.status as status_module
-from benchmarks.forecast_ceiling import within
+from benchmarks.forecast_ceiling import forecasts_of, within
 from benchmarks.stopping import run_world
 from benchmarks.stopping_worlds import WORLDS
 from monitor.schema import Status
@@ -53,17 +53,7 @@ def one_run(job: tuple[str, int]) -> dict[str, object]:
     looks: list[dict[str, tuple[int, int | None]]] = []
 
     def observe(status: Status) -> None:
-        looks.append(
-            {
-                row.model: (
-                    row.trials,
-                    row.trials + row.predicted_trials
-                    if row.needs_trials and row.predicted_trials is not None
-                    else None,
-                )
-                for row in status.models
-            }
-        )
+        looks.append(forecasts_of(status))
 
     result = run_world(WORLDS[name], seed, observe=observe)
     used = {row.model: row.trials for row in result.status.models}
