@@ -18,7 +18,9 @@ import json
 import multiprocessing
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import ParamSpec, TypedDict, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -26,13 +28,16 @@ import monitor.engine.status as status_module
 from benchmarks.forecast_ceiling import forecasts_of, within
 from benchmarks.stopping import run_world
 from benchmarks.stopping_worlds import WORLDS
+from monitor.decisions.forecast import forecast_trials
 from monitor.schema import Status
 
-SPENT = [0.0, 0]
+SPENT: list[float] = [0.0, 0]
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def _timed(function):  # type: ignore[no-untyped-def]
-    def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
+def _timed(function: Callable[P, R]) -> Callable[P, R]:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         started = time.perf_counter()
         try:
             return function(*args, **kwargs)
@@ -43,10 +48,28 @@ def _timed(function):  # type: ignore[no-untyped-def]
     return wrapper
 
 
-status_module.forecast_trials = _timed(status_module.forecast_trials)  # type: ignore[attr-defined]
+# Statuses call the name they imported: replace it there.
+status_module.forecast_trials = _timed(forecast_trials)  # type: ignore[attr-defined]
 
 
-def one_run(job: tuple[str, int]) -> dict[str, object]:
+class Scored(TypedDict):
+    model: str
+    step: int
+    so_far: int
+    made: int
+    used: int
+    hit: bool
+
+
+class RunHits(TypedDict):
+    world: str
+    seed: int
+    rows: list[Scored]
+    forecast_seconds: float
+    forecast_calls: int
+
+
+def one_run(job: tuple[str, int]) -> RunHits:
     """The halfway forecast of each model of one run, with its final total."""
     name, seed = job
     SPENT[0], SPENT[1] = 0.0, 0
@@ -64,7 +87,7 @@ def one_run(job: tuple[str, int]) -> dict[str, object]:
                 continue
             if so_far >= 0.5 * used[model]:
                 halfway[model] = (step, so_far, made)
-    rows = [
+    rows: list[Scored] = [
         {
             "model": model,
             "step": step,
@@ -80,7 +103,7 @@ def one_run(job: tuple[str, int]) -> dict[str, object]:
         "seed": seed,
         "rows": rows,
         "forecast_seconds": SPENT[0],
-        "forecast_calls": SPENT[1],
+        "forecast_calls": int(SPENT[1]),
     }
 
 
@@ -94,7 +117,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--json", type=Path, help="also write every scored forecast")
     arguments = parser.parse_args()
-    everything = []
+    everything: list[RunHits] = []
     with multiprocessing.Pool(arguments.workers) as pool:
         for name in arguments.worlds:
             parts = pool.map(
