@@ -12,8 +12,7 @@ from monitor.plans.outcomes import Outcomes
 from monitor.plans.rollout import Field, Start, roll
 from monitor.plans.rules import rule_family
 from monitor.schema import RunConfig
-
-M = 30
+from tests.monitor.standings import M, standing
 
 
 @dataclass(frozen=True)
@@ -26,20 +25,6 @@ class Table:
 
 def config() -> RunConfig:
     return RunConfig(run="r", question_count=M, max_trials_per_question=80)
-
-
-def standing(model: str, mu: float, sigma: float, per_question: int) -> Standing:
-    return Standing(
-        model=model,
-        mu=mu,
-        sigma=sigma,
-        lo=mu - 1.96 * sigma,
-        hi=mu + 1.96 * sigma,
-        trials=per_question * M,
-        question_count=M,
-        least_sampled=per_question,
-        unit_variance=sigma**2 * (per_question + 3.0),
-    )
 
 
 def forecast(models: list[Standing]) -> dict[str, int | None]:

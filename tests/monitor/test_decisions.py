@@ -19,30 +19,7 @@ from monitor.decisions.decide import (
 from monitor.engine.runs import RunState
 from monitor.schema import RunConfig
 from scorio_core.stopping import PaperRule, SequentialRule, StoppingRule
-
-M = 30
-
-
-def standing(
-    model: str,
-    mu: float,
-    sigma: float,
-    per_question: float = 20.0,
-    least: int | None = None,
-) -> Standing:
-    trials = int(per_question * M)
-    return Standing(
-        model=model,
-        mu=mu,
-        sigma=sigma,
-        lo=mu - 1.96 * sigma,
-        hi=mu + 1.96 * sigma,
-        trials=trials,
-        question_count=M,
-        least_sampled=int(per_question) if least is None else least,
-        # binary questions: sigma^2 = u / (n + 3) when all have n trials
-        unit_variance=sigma**2 * (per_question + 3.0),
-    )
+from tests.monitor.standings import M, standing
 
 
 def rules(run: RunConfig) -> Callable[[int], StoppingRule]:

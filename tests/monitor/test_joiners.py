@@ -12,7 +12,8 @@ import numpy as np
 from monitor.decisions.decide import Standing, decide, forecast_trials
 from monitor.engine.simulation import PAPER_MEANS, simulate
 from monitor.schema import Status
-from tests.monitor.test_decisions import M, config, rules, standing
+from tests.monitor.standings import M, standing
+from tests.monitor.test_decisions import config, rules
 
 
 def _settled_pair() -> tuple[list[Standing], object]:
