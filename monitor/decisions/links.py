@@ -68,7 +68,11 @@ class Links:
             float(len(config.weights) + 1),
         ).diagonal()
         self._informed = np.minimum(own[:, None], own[None, :])
-        self._futile = ~tests.settled_pairs & self.hopeful.futile(z, self._informed)
+        # Futile by either information: the pair's own (what the boundary's
+        # binding calibration counts on) or the less informed model's.
+        self._futile = ~tests.settled_pairs & (
+            self.hopeful.futile(z, self._informed) | self.hopeful.futile(z, information)
+        )
         self._spread = np.hypot(sigma[:, None], sigma[None, :])
         self.needs: set[str] = set()
         self.open_boundaries: list[OpenBoundary] = []
@@ -84,6 +88,7 @@ class Links:
     def link(self, open_claims: Sequence[int]) -> None:
         """Link or open each open claim no link spans yet, in order."""
         look = self._look
+        unlinked = []
         for k in open_claims:
             if look.spanning(k) is not None:
                 continue
@@ -93,10 +98,43 @@ class Links:
                 margin_z = self._config.equivalence_margin / float(self._spread[i, j])
             link = self._decision(k, i, j, margin_z)
             if link is None:
-                if k in self._targets:
-                    self._open(k, i, j, margin_z)
+                unlinked.append((k, i, j, margin_z))
+            else:
+                look.link(link)
+        if self._complete:
+            self._link_futile()
+        for k, i, j, margin_z in unlinked:
+            if k in self._targets and look.spanning(k) is None:
+                self._open(k, i, j, margin_z)
+
+    def _link_futile(self) -> None:
+        """Link every futile pair of a segment for good.
+
+        The boundaries count on it (``binding`` in
+        :meth:`scorio_core.stopping.SequentialRule.from_confidence`): a pair
+        once futile never settles. Linked models form components; a pair
+        already joined through links is spanned at every later order.
+        """
+        look = self._look
+        component = {name: name for name in look.order}
+
+        def root(name: str) -> str:
+            while component[name] != name:
+                component[name] = component[component[name]]
+                name = component[name]
+            return name
+
+        for link in look.links:
+            if link.a in component and link.b in component:
+                component[root(link.a)] = root(link.b)
+        rows, columns = np.nonzero(np.triu(self._futile, 1))
+        for i, j in zip(rows.tolist(), columns.tolist(), strict=True):
+            if look.block(i) != look.block(j):
                 continue
-            look.link(link)
+            a, b = root(look.order[i]), root(look.order[j])
+            if a != b:
+                component[a] = b
+                look.link(look.record("unresolvable", i, j, i))
 
     def _decision(
         self, k: int, i: int, j: int, margin_z: float | None
