@@ -101,8 +101,9 @@ class Links:
                 unlinked.append((k, i, j, margin_z))
             else:
                 look.link(link)
-        if self._complete:
-            self._link_futile()
+        # Even before every declared model reports: the calibration counts
+        # on futility from t = 10, whenever the field completes.
+        self._link_futile()
         for k, i, j, margin_z in unlinked:
             if k in self._targets and look.spanning(k) is None:
                 self._open(k, i, j, margin_z)

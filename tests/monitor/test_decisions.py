@@ -383,3 +383,28 @@ def test_every_futile_pair_is_linked_for_good_even_under_other_links() -> None:
     later = decide(moved, run, rules(run), decision.settled)
     assert later.groups == {"c": 1, "a": 1, "d": 1, "b": 1}
     assert not any(d.kind == "resolved" for d in later.new_decisions)
+
+
+def test_futile_pairs_are_linked_before_every_declared_model_reports() -> None:
+    # A harness that runs one model after another: a and b are level and
+    # futile long before c starts. The boundaries count on futility from
+    # t = 10, so the pair is linked then, not once c reports.
+    run = config(models=["a", "b", "c"])
+    level = [
+        standing("a", 0.5, 0.01, 60),
+        standing("b", 0.5, 0.01, 60),
+        standing("c", 0.5, 0.3, per_question=0),
+    ]
+    waiting = decide(level, run, rules(run))
+    assert not waiting.stable
+    assert {frozenset((d.a, d.b)) for d in waiting.settled.links} == {
+        frozenset("ab")
+    }
+    # The pair drifts apart by the time c reports: still one group.
+    moved = [
+        standing("a", 0.60, 0.004, 80),
+        standing("b", 0.45, 0.004, 80),
+        standing("c", 0.10, 0.004, 80),
+    ]
+    later = decide(moved, run, rules(run), waiting.settled)
+    assert later.groups["a"] == later.groups["b"] != later.groups["c"]
