@@ -397,9 +397,7 @@ def test_futile_pairs_are_linked_before_every_declared_model_reports() -> None:
     ]
     waiting = decide(level, run, rules(run))
     assert not waiting.stable
-    assert {frozenset((d.a, d.b)) for d in waiting.settled.links} == {
-        frozenset("ab")
-    }
+    assert {frozenset((d.a, d.b)) for d in waiting.settled.links} == {frozenset("ab")}
     # The pair drifts apart by the time c reports: still one group.
     moved = [
         standing("a", 0.60, 0.004, 80),
