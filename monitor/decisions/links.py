@@ -117,24 +117,34 @@ class Links:
         already joined through links is spanned at every later order.
         """
         look = self._look
-        component = {name: name for name in look.order}
+        parent = list(range(look.size))
 
-        def root(name: str) -> str:
-            while component[name] != name:
-                component[name] = component[component[name]]
-                name = component[name]
-            return name
+        def root(p: int) -> int:
+            while parent[p] != p:
+                parent[p] = parent[parent[p]]
+                p = parent[p]
+            return p
 
         for link in look.links:
-            if link.a in component and link.b in component:
-                component[root(link.a)] = root(link.b)
-        rows, columns = np.nonzero(np.triu(self._futile, 1))
+            a, b = look.position.get(link.a), look.position.get(link.b)
+            if a is not None and b is not None:
+                parent[root(a)] = root(b)
+        labels = np.array([root(p) for p in range(look.size)], dtype=np.int64)
+        segment = np.searchsorted(
+            np.asarray(look.edges, dtype=np.int64), np.arange(look.size)
+        )
+        # Only pairs of one segment that no links join yet (few, once the
+        # ties of a run are linked: a status refresh stays cheap).
+        candidates = (
+            np.triu(self._futile, 1)
+            & (segment[:, None] == segment[None, :])
+            & (labels[:, None] != labels[None, :])
+        )
+        rows, columns = np.nonzero(candidates)
         for i, j in zip(rows.tolist(), columns.tolist(), strict=True):
-            if look.block(i) != look.block(j):
-                continue
-            a, b = root(look.order[i]), root(look.order[j])
+            a, b = root(i), root(j)
             if a != b:
-                component[a] = b
+                parent[a] = b
                 look.link(look.record("unresolvable", i, j, i))
 
     def _decision(
