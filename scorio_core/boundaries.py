@@ -161,8 +161,13 @@ def binding_constant(
     (``optimism`` :math:`\gamma`, ``futility_constant`` :math:`c_F`): it
     can never cross after that. ``c`` is the smallest constant with
     ``P(z crosses b before stopping) <= alpha`` under continuous looks at
-    both. Valid only where every futile pair is stopped for good;
-    coarser, evenly spaced looks cross less (``tests/scorio_core``).
+    both. Valid only where every futile pair is stopped for good and its
+    ``z`` is a Brownian motion from 0; coarser, evenly spaced looks cross
+    less (``tests/scorio_core``). The engine does not count on it: a pair
+    whose models hold unequal information (a late model, a harness that
+    runs models one after another) starts with a ``z`` the prior's
+    shrinkage pushes away from 0, which futility then rarely stops
+    (docs/stopping-evidence.md has the measurement).
 
     Examples:
         >>> plain = wang_tsiatis_constant(0.025, 0.1)

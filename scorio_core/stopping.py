@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 from scipy.special import lambertw, ndtri
 
 from scorio_core import _validation as check
-from scorio_core.boundaries import binding_constant, wang_tsiatis_constant
+from scorio_core.boundaries import wang_tsiatis_constant
 
 FloatArray = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
@@ -52,13 +52,6 @@ def per_direction_alpha(confidence: float, boundaries: int = 1) -> float:
 @functools.lru_cache(maxsize=64)
 def _constant(alpha: float, delta: float) -> float:
     return wang_tsiatis_constant(alpha, delta)
-
-
-@functools.lru_cache(maxsize=256)
-def _binding(
-    alpha: float, delta: float, futility: float, optimism: float, start: float
-) -> float:
-    return binding_constant(alpha, delta, futility, optimism, start)
 
 
 class StoppingRule(Protocol):
@@ -168,17 +161,9 @@ class SequentialRule:
     :func:`posterior_information`), ``T`` its value at the cap.
 
     Futile (a statistical tie at this budget) once :math:`t \ge t_{min}` and
-    even a ``z`` larger by ``optimism`` would not reach the boundary at the
-    cap: :math:`(z + \gamma)\sqrt{T/t} < c_F`, ``c_F`` the constant of one
-    boundary (``futility_constant``; ``c`` when unset). Stopping for
-    futility never declares an order.
-
-    Binding futility (``from_confidence(..., binding=True)``, what the
-    engine uses): a pair once futile is linked for good and never settles,
-    so paths stopped there cannot cross later, and ``c`` is calibrated
-    counting on it (:func:`~scorio_core.boundaries.binding_constant`):
-    2.037 instead of 2.283 for one boundary at 0.95 and ``T`` = 80. A
-    test that does not stop futile pairs uses :meth:`unbound`.
+    even a ``z`` larger by ``optimism`` would not reach ``c`` at the cap:
+    :math:`(z + \gamma)\sqrt{T/t} < c`. Stopping for futility never declares
+    an order, so it cannot add false claims.
 
     The defaults (``delta`` 0.1, ``optimism`` 0.925) come from simulations of
     the paper's 11 models and a 20-model AIME-like set;
@@ -190,9 +175,6 @@ class SequentialRule:
         (2.2834, [2.2834])
         >>> rule.futile(np.array([0.1, 2.0]), np.array([20.0, 20.0])).tolist()
         [True, False]
-        >>> bound = SequentialRule.from_confidence(0.95, budget=80, binding=True)
-        >>> round(bound.constant, 3), round(bound.unbound().constant, 4)
-        (2.037, 2.2834)
     """
 
     constant: float
@@ -200,8 +182,6 @@ class SequentialRule:
     delta: float = 0.1
     optimism: float = 0.925
     futility_from: float = 10.0
-    futility_constant: float | None = None
-    alpha: float | None = None
 
     @classmethod
     def from_confidence(
@@ -212,47 +192,15 @@ class SequentialRule:
         delta: float = 0.1,
         optimism: float = 0.925,
         futility_from: float = 10.0,
-        binding: bool = False,
     ) -> SequentialRule:
-        """Calibrated for :func:`per_direction_alpha` (confidence, boundaries).
-
-        ``binding``: every futile pair stops for good, so the boundary may
-        count on it (:func:`~scorio_core.boundaries.binding_constant`);
-        futility keeps the constant of one boundary at ``confidence``.
-        """
-        horizon = check.positive(budget, "budget")
+        """Calibrated for :func:`per_direction_alpha` (confidence, boundaries)."""
         alpha = per_direction_alpha(confidence, boundaries)
-        if not binding or futility_from >= horizon:
-            return cls(
-                constant=_constant(alpha, delta),
-                budget=horizon,
-                delta=delta,
-                optimism=optimism,
-                futility_from=futility_from,
-            )
-        futility_constant = _constant(per_direction_alpha(confidence), delta)
         return cls(
-            constant=_binding(
-                alpha, delta, futility_constant, optimism, futility_from / horizon
-            ),
-            budget=horizon,
+            constant=_constant(alpha, delta),
+            budget=check.positive(budget, "budget"),
             delta=delta,
             optimism=optimism,
             futility_from=futility_from,
-            futility_constant=futility_constant,
-            alpha=alpha,
-        )
-
-    def unbound(self) -> SequentialRule:
-        """The same rule without counting on futility stops (non-binding)."""
-        if self.alpha is None:
-            return self
-        return SequentialRule(
-            constant=_constant(self.alpha, self.delta),
-            budget=self.budget,
-            delta=self.delta,
-            optimism=self.optimism,
-            futility_from=self.futility_from,
         )
 
     @property
@@ -272,10 +220,7 @@ class SequentialRule:
 
     def futile(self, z: FloatArray, information: FloatArray) -> BoolArray:
         safe = np.maximum(information, 1e-300)
-        reach = (
-            self.constant if self.futility_constant is None else self.futility_constant
-        )
-        hopeless = (z + self.optimism) * np.sqrt(self.budget / safe) < reach
+        hopeless = (z + self.optimism) * np.sqrt(self.budget / safe) < self.constant
         return (
             (information >= self.futility_from)
             & (z < self.thresholds(information))

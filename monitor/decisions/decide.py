@@ -26,10 +26,8 @@ covered by the argument). With ``"pair"`` each boundary is tested at
 Settled decisions are final. A resolved boundary cuts the order into
 segments that never merge again (the groups); inside a segment models are
 ordered by score. A pair found futile, out of budget or equivalent is linked
-for good, and no boundary it spans can resolve. Every futile pair is linked,
-not only a boundary's weakest: the boundaries are calibrated counting on it
-(binding futility, :meth:`scorio_core.stopping.SequentialRule.from_confidence`).
-A model that is done stays done unless a new model joins its group.
+for good, and no boundary it spans can resolve. A model that is done stays
+done unless a new model joins its group.
 
 Joiners. A model that reports after a boundary settled was not covered by
 that boundary's test: it has no group until its own tests place it between
@@ -45,12 +43,7 @@ from dataclasses import replace
 import numpy as np
 
 from monitor.decisions.forecast import FORECAST_SEED, forecast_trials
-from monitor.decisions.joiners import (
-    futile_joiner_links,
-    joiner_share,
-    place_joiners,
-    with_pending,
-)
+from monitor.decisions.joiners import joiner_share, place_joiners, with_pending
 from monitor.decisions.links import Links
 from monitor.decisions.look import BoundaryTests, Look, z_matrix
 from monitor.decisions.model import (
@@ -89,18 +82,13 @@ __all__ = [
 ]
 
 
-def build_rule(
-    config: RunConfig, boundaries: int = 1, *, binding: bool = True
-) -> StoppingRule:
+def build_rule(config: RunConfig, boundaries: int = 1) -> StoppingRule:
     """The stopping rule a run's config asks for, sharing its error ``boundaries`` ways.
 
     ``sequential`` (the default) is the error-controlled boundary: against
     the budget when ``max_trials_per_question`` is set, else a confidence
     sequence. With ``error_control = "pair"`` the share is always one.
     ``paper`` is the paper's one-look rule, shown for reference.
-    ``binding``: the boundary counts on every futile pair being linked
-    for good, as :func:`decide` does; a test that does not stop futile
-    pairs (the gate) asks for ``binding=False``.
     """
     budget = config.max_trials_per_question
     if config.rule == "paper":
@@ -110,9 +98,7 @@ def build_rule(
         return ConfidenceSequenceRule.from_confidence(
             config.confidence, boundaries=share
         )
-    return SequentialRule.from_confidence(
-        config.confidence, budget, boundaries=share, binding=binding
-    )
+    return SequentialRule.from_confidence(config.confidence, budget, boundaries=share)
 
 
 def decide(
@@ -143,25 +129,11 @@ def decide(
     if not joiners:
         return _decide_placed(standings, segments, before, config, rule_for, run_trials)
     share = joiner_share(len(standings), len(before.cuts), config.target)
-    before = replace(
-        before,
-        links=(
-            *before.links,
-            *futile_joiner_links(
-                [by_name[name] for name in joiners],
-                by_name,
-                rule_for(1),
-                len(config.weights),
-                before,
-                run_trials,
-            ),
-        ),
-    )
     placement = place_joiners(
         segments,
         [by_name[name] for name in joiners],
         by_name,
-        _unbound(rule_for(share)),
+        rule_for(share),
         rule_for(1),
         len(config.weights),
         config.max_trials_per_question,
@@ -471,8 +443,3 @@ def _width_trials(standing: Standing, width: float, cap: int | None) -> int | No
     return max(
         0, math.ceil((per_question - standing.per_question) * standing.question_count)
     )
-
-
-def _unbound(rule: StoppingRule) -> StoppingRule:
-    # A pending joiner's futile pairs are not stopped for good.
-    return rule.unbound() if isinstance(rule, SequentialRule) else rule

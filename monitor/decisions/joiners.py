@@ -29,8 +29,6 @@ from monitor.decisions.model import (
     OpenBoundary,
     PairDecision,
     RunDecision,
-    Settled,
-    SettledPair,
     Standing,
 )
 from monitor.schema import RunConfig
@@ -57,53 +55,6 @@ class Placement:
     segments: list[list[str]]
     placed: frozenset[str]
     pending: tuple[Pending, ...]
-
-
-def futile_joiner_links(
-    joiners: Sequence[Standing],
-    by_name: dict[str, Standing],
-    hopeful: StoppingRule,
-    categories: int,
-    settled: Settled,
-    run_trials: int,
-) -> tuple[SettledPair, ...]:
-    """Link each joiner, for good, to every model it is futile against.
-
-    Once placed, a joiner is tested inside its segment at boundaries that
-    count on futile pairs never settling (``binding`` in
-    :meth:`scorio_core.stopping.SequentialRule.from_confidence`), so its
-    pairs are stopped for futility while it waits too. A link to a model
-    the joiner ends up placed apart from spans no boundary.
-    """
-    names = list(by_name)
-    field = [by_name[name] for name in names]
-    sigma = np.array([s.sigma for s in field])
-    z = z_matrix(np.array([s.mu for s in field]), sigma)
-    units = np.array([s.unit_variance for s in field])
-    information = posterior_information(units, sigma**2, categories + 1.0)
-    own = posterior_information(units / 2.0, sigma**2 / 2.0, categories + 1.0)
-    informed = np.minimum.outer(own.diagonal(), own.diagonal())
-    futile = hopeful.futile(z, informed) | hopeful.futile(z, information)
-    linked = {frozenset((link.a, link.b)) for link in settled.links}
-    links = []
-    for joiner in joiners:
-        row = names.index(joiner.model)
-        for column in np.flatnonzero(futile[row]).tolist():
-            pair = frozenset((joiner.model, names[column]))
-            if column == row or pair in linked:
-                continue
-            linked.add(pair)
-            links.append(
-                SettledPair(
-                    kind="unresolvable",
-                    a=joiner.model,
-                    b=names[column],
-                    z=float(z[row, column]),
-                    trials=run_trials,
-                    look=settled.looks + 1,
-                )
-            )
-    return tuple(links)
 
 
 def place_joiners(

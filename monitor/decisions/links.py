@@ -68,11 +68,7 @@ class Links:
             float(len(config.weights) + 1),
         ).diagonal()
         self._informed = np.minimum(own[:, None], own[None, :])
-        # Futile by either information: the pair's own (what the boundary's
-        # binding calibration counts on) or the less informed model's.
-        self._futile = ~tests.settled_pairs & (
-            self.hopeful.futile(z, self._informed) | self.hopeful.futile(z, information)
-        )
+        self._futile = ~tests.settled_pairs & self.hopeful.futile(z, self._informed)
         self._spread = np.hypot(sigma[:, None], sigma[None, :])
         self.needs: set[str] = set()
         self.open_boundaries: list[OpenBoundary] = []
@@ -88,7 +84,6 @@ class Links:
     def link(self, open_claims: Sequence[int]) -> None:
         """Link or open each open claim no link spans yet, in order."""
         look = self._look
-        unlinked = []
         for k in open_claims:
             if look.spanning(k) is not None:
                 continue
@@ -98,54 +93,10 @@ class Links:
                 margin_z = self._config.equivalence_margin / float(self._spread[i, j])
             link = self._decision(k, i, j, margin_z)
             if link is None:
-                unlinked.append((k, i, j, margin_z))
-            else:
-                look.link(link)
-        # Even before every declared model reports: the calibration counts
-        # on futility from t = 10, whenever the field completes.
-        self._link_futile()
-        for k, i, j, margin_z in unlinked:
-            if k in self._targets and look.spanning(k) is None:
-                self._open(k, i, j, margin_z)
-
-    def _link_futile(self) -> None:
-        """Link every futile pair of a segment for good.
-
-        The boundaries count on it (``binding`` in
-        :meth:`scorio_core.stopping.SequentialRule.from_confidence`): a pair
-        once futile never settles. Linked models form components; a pair
-        already joined through links is spanned at every later order.
-        """
-        look = self._look
-        parent = list(range(look.size))
-
-        def root(p: int) -> int:
-            while parent[p] != p:
-                parent[p] = parent[parent[p]]
-                p = parent[p]
-            return p
-
-        for link in look.links:
-            a, b = look.position.get(link.a), look.position.get(link.b)
-            if a is not None and b is not None:
-                parent[root(a)] = root(b)
-        labels = np.array([root(p) for p in range(look.size)], dtype=np.int64)
-        segment = np.searchsorted(
-            np.asarray(look.edges, dtype=np.int64), np.arange(look.size)
-        )
-        # Only pairs of one segment that no links join yet (few, once the
-        # ties of a run are linked: a status refresh stays cheap).
-        candidates = (
-            np.triu(self._futile, 1)
-            & (segment[:, None] == segment[None, :])
-            & (labels[:, None] != labels[None, :])
-        )
-        rows, columns = np.nonzero(candidates)
-        for i, j in zip(rows.tolist(), columns.tolist(), strict=True):
-            a, b = root(i), root(j)
-            if a != b:
-                parent[a] = b
-                look.link(look.record("unresolvable", i, j, i))
+                if k in self._targets:
+                    self._open(k, i, j, margin_z)
+                continue
+            look.link(link)
 
     def _decision(
         self, k: int, i: int, j: int, margin_z: float | None

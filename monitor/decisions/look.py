@@ -51,12 +51,8 @@ class Look:
     def spanning(self, index: int) -> SettledPair | None:
         """The link spanning boundary ``index``, if any."""
         for link in self.links:
-            a, b = self.position.get(link.a), self.position.get(link.b)
-            if a is None or b is None:
-                continue  # a model not in this look's field (a pending joiner)
-            low, high = sorted((a, b))
-            # A joiner's link to a model it was placed apart from spans nothing.
-            if low <= index < high and self.block(low) == self.block(high):
+            low, high = sorted((self.position[link.a], self.position[link.b]))
+            if low <= index < high:
                 return link
         return None
 

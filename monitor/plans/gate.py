@@ -87,8 +87,7 @@ def gate(
     new, old = by_name[candidate], by_name[baseline]
     cap = config.max_trials_per_question
     at_cap = cap is not None and min(new.least_sampled, old.least_sampled) >= cap
-    # The gate stops nothing for futility: the boundary may not count on it.
-    rule = build_rule(config, 1, binding=False)
+    rule = build_rule(config, 1)
     empty = GateVerdict(
         verdict="inconclusive",
         run=run,

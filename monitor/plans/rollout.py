@@ -321,9 +321,7 @@ class _Look:
         with np.errstate(invalid="ignore"):
             margin = np.where(np.isfinite(thresholds), z - thresholds, -np.inf)
         informed = np.minimum(n_o[:, first], n_o[:, second])
-        futile = ~settled & (
-            self._hopeful.futile(z, informed) | self._hopeful.futile(z, information)
-        )
+        futile = ~settled & self._hopeful.futile(z, informed)
         links = _Links(self, margin, futile, same, drawable, complete, cut, spanned)
         needs_o = links.needs
         # Links made in a look change which later boundaries are open: the

@@ -11,7 +11,6 @@ import pytest
 from monitor.decisions.decide import (
     RunDecision,
     Settled,
-    SettledPair,
     Standing,
     build_rule,
     decide,
@@ -178,19 +177,10 @@ def test_build_rule_follows_the_config() -> None:
 def test_build_rule_shares_the_error_under_ranking_control() -> None:
     one, ten = build_rule(config(), 1), build_rule(config(), 10)
     assert isinstance(one, SequentialRule) and isinstance(ten, SequentialRule)
-    # Calibrated counting on futile pairs being linked for good (binding):
-    # 0.025 and 0.0025 per direction, futility at one boundary's 2.2834.
-    assert one.constant == pytest.approx(2.037, abs=2e-3)
-    assert ten.constant == pytest.approx(2.972, abs=2e-3)
-    assert one.futility_constant == ten.futility_constant
-    assert one.futility_constant == pytest.approx(2.2834, abs=2e-4)
+    assert one.constant == pytest.approx(2.2834, abs=2e-4)  # 0.025 per direction
+    assert ten.constant == pytest.approx(3.057, abs=2e-3)  # 0.0025
     pair = build_rule(config(error_control="pair"), 10)
     assert pair == one
-    # A test that stops nothing for futility keeps the plain constants.
-    plain = build_rule(config(), 1, binding=False)
-    assert isinstance(plain, SequentialRule)
-    assert plain.constant == pytest.approx(2.2834, abs=2e-4)
-    assert ten.unbound().constant == pytest.approx(3.057, abs=2e-3)
 
 
 def test_a_runs_rule_is_cached_per_share() -> None:
@@ -341,68 +331,3 @@ def test_boundaries_resolving_in_one_look_replay_to_the_same_groups() -> None:
     replayed = Settled.replay(settled.decisions, settled.done, settled.looks)
     assert replayed.segments == settled.segments
     assert replayed.cuts == settled.cuts
-
-
-def _joined(links: tuple[SettledPair, ...], a: str, b: str) -> bool:
-    """Whether ``a`` and ``b`` are connected through ``links``."""
-    reach, frontier = {a}, [a]
-    while frontier:
-        name = frontier.pop()
-        for link in links:
-            for one, other in ((link.a, link.b), (link.b, link.a)):
-                if one == name and other not in reach:
-                    reach.add(other)
-                    frontier.append(other)
-    return b in reach
-
-
-def test_every_futile_pair_is_linked_for_good_even_under_other_links() -> None:
-    # The boundaries count on a futile pair never settling (binding
-    # futility). Links (a, c) and (b, d) span every boundary of a, b, c, d
-    # in this order, so no boundary asks about the futile pair (a, d): it
-    # is linked all the same, or a later order c, a | d, b could settle it.
-    run = config()
-    earlier = tuple(
-        SettledPair(kind="unresolvable", a=x, b=y, z=0.1, trials=0, look=1)
-        for x, y in (("a", "c"), ("b", "d"))
-    )
-    before = Settled(links=earlier, looks=1, models=frozenset("abcd"))
-    level = [
-        standing(name, 0.5 - 0.0001 * i, 0.01, 60) for i, name in enumerate("abcd")
-    ]
-    decision = decide(level, run, rules(run), before)
-    assert _joined(decision.settled.links, "a", "d")
-    assert all(d.kind == "unresolvable" for d in decision.new_decisions)
-    # The order moves: a far above d. Nothing between them resolves.
-    moved = [
-        standing("c", 0.80, 0.005, 80),
-        standing("a", 0.79, 0.005, 80),
-        standing("d", 0.20, 0.005, 80),
-        standing("b", 0.19, 0.005, 80),
-    ]
-    later = decide(moved, run, rules(run), decision.settled)
-    assert later.groups == {"c": 1, "a": 1, "d": 1, "b": 1}
-    assert not any(d.kind == "resolved" for d in later.new_decisions)
-
-
-def test_futile_pairs_are_linked_before_every_declared_model_reports() -> None:
-    # A harness that runs one model after another: a and b are level and
-    # futile long before c starts. The boundaries count on futility from
-    # t = 10, so the pair is linked then, not once c reports.
-    run = config(models=["a", "b", "c"])
-    level = [
-        standing("a", 0.5, 0.01, 60),
-        standing("b", 0.5, 0.01, 60),
-        standing("c", 0.5, 0.3, per_question=0),
-    ]
-    waiting = decide(level, run, rules(run))
-    assert not waiting.stable
-    assert {frozenset((d.a, d.b)) for d in waiting.settled.links} == {frozenset("ab")}
-    # The pair drifts apart by the time c reports: still one group.
-    moved = [
-        standing("a", 0.60, 0.004, 80),
-        standing("b", 0.45, 0.004, 80),
-        standing("c", 0.10, 0.004, 80),
-    ]
-    later = decide(moved, run, rules(run), waiting.settled)
-    assert later.groups["a"] == later.groups["b"] != later.groups["c"]

@@ -85,55 +85,25 @@ def _watch(seed: int, statuses: list[Status]) -> Status:
     return result.status
 
 
-def test_the_late_twin_is_never_placed_below_the_best_and_decisions_stand() -> None:
+def test_the_late_twin_is_never_claimed_below_the_best_and_decisions_stand() -> None:
     # Seeds where placing the joiner by its score put it under the best
     # model's settled boundary for good (a false claim at the end).
     for seed in (0, 4):
         statuses: list[Status] = []
         final = _watch(seed, statuses)
         statuses.append(final)
-        placed_with: int | None = None
+        joined = False
         for status in statuses:
             groups = {row.model: row.group for row in status.models}
             best, twin = groups["model11"], groups.get("model12")
-            if placed_with is None and twin is not None:
-                placed_with = best
-                # Placed by its own tests: beside the best, never below it.
-                assert twin == best
+            joined |= "model12" in groups
+            assert best is None or twin is None or best >= twin
             for decision in status.decisions:
                 if decision.kind != "resolved":
                     continue
                 # Each settled boundary holds for the models its test covered.
                 high, low = groups[decision.a], groups[decision.b]
                 assert high is not None and low is not None and high < low
-        assert placed_with == 1
-    # Once placed, the pair is tested like any other at the run's error
-    # level: seed 4 later splits it at z = 2.80 near the cap, a chance
-    # error that benchmarks/stopping.py's twinlate world counts (P(any
-    # false claim) over 300 runs); seed 0 ends with both in the top group.
-    final = _watch(0, [])
-    final_groups = {row.model: row.group for row in final.models}
-    assert final_groups["model12"] == final_groups["model11"] == 1
-
-
-def test_a_waiting_joiners_futile_pairs_are_linked_for_good() -> None:
-    # Once placed, a joiner is tested inside its segment at boundaries that
-    # count on futile pairs never settling, so its pairs are stopped while
-    # it waits too, and the link holds after it is placed beside them.
-    run = config()
-    near = [standing("a", 0.60, 0.0115, 75), standing("b", 0.55, 0.0115, 75)]
-    first = decide(near, run, rules(run))
-    assert first.groups == {"a": 1, "b": 2}
-    # Level with a, not yet settled above b: it waits, futile against a.
-    twin = standing("t", 0.60, 0.02, 25)
-    waiting = decide([*near, twin], run, rules(run), first.settled)
-    assert waiting.groups["t"] is None
-    links = {frozenset((d.a, d.b)) for d in waiting.settled.links}
-    assert frozenset(("t", "a")) in links
-    # Placed with a later (settled above b), the two stay one group even
-    # when their scores have moved apart.
-    apart = [standing("a", 0.64, 0.004, 80), standing("b", 0.55, 0.004, 80)]
-    placed = decide(
-        [*apart, standing("t", 0.58, 0.004, 80)], run, rules(run), waiting.settled
-    )
-    assert placed.groups["t"] == placed.groups["a"] == 1
+        assert joined
+        final_groups = {row.model: row.group for row in final.models}
+        assert final_groups["model12"] == final_groups["model11"] == 1
