@@ -20,6 +20,13 @@ socket are recognised by the pattern of losses, see :class:`Takeovers`).
 A client id containing ``{pid}`` is per process, and its session is then
 not persistent (see :attr:`MqttSettings.persistent`).
 
+A broker keeps QoS 1 messages only for subscriptions it has: until the
+source first subscribed (a worker's first start, when no session of its id
+exists yet), trials published on the topic are dropped, not queued for it.
+:attr:`MqttSource.is_subscribed` says when that first subscription is in
+place; ``serve`` answers HTTP (``/healthz``) only after it (see
+:mod:`monitor.cli.serving`).
+
 Library errors stop at the session: a lost connection is a
 :class:`SessionLost`, which becomes a logged reconnect with backoff; nothing
 of paho leaves the package.
@@ -76,10 +83,21 @@ class MqttSource:
         # Per message (topic and payload digest) that failed to commit, the
         # attempts so far; kept across the service's restarts of run().
         self._attempts: collections.Counter[bytes] = collections.Counter()
+        self._subscribed = False
 
     @property
     def name(self) -> str:
         return "mqtt"
+
+    @property
+    def is_subscribed(self) -> bool:
+        """Whether the broker acknowledged a subscription of this source yet.
+
+        From then on the broker routes the topic's messages to the source's
+        session (and, with a persistent session, keeps them while the
+        source reconnects); before, it drops them.
+        """
+        return self._subscribed
 
     async def run(self, sink: IngestSink) -> None:
         backoff = Backoff()
@@ -95,6 +113,7 @@ class MqttSource:
             # packet ids and must not be acknowledged on a later one.
             try:
                 async with Session(subscription) as session:
+                    self._subscribed = True
                     log.info(
                         "subscribed to %s as %s",
                         subscription.topic,

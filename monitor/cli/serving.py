@@ -1,4 +1,10 @@
-"""``serve``: the asyncio service with the sources, store and outputs of a config."""
+"""``serve``: the asyncio service with the sources, store and outputs of a config.
+
+With an MQTT source, HTTP (``/healthz`` included) is answered only once the
+source first subscribed, or after ``SUBSCRIBE_AT_START_S`` without a broker:
+until then the broker drops the trials published for this worker, so a
+producer that waits for ``/healthz`` before publishing would lose them.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ import socket
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import Final
 
 import uvicorn
 
@@ -35,6 +42,13 @@ from monitor.http.connections import (
 from monitor.interfaces import Publisher, Store, TrialSource
 from monitor.service.service import Service
 from monitor.stores.factory import MEMORY, StoreOptions, open_store
+
+log = logging.getLogger(__name__)
+
+# How long serve waits at start for its MQTT source's first subscription
+# before it answers HTTP anyway (a broker that is down or slow).
+SUBSCRIBE_AT_START_S: Final = 10.0
+_POLL_S: Final = 0.01
 
 
 def run_serve(arguments: argparse.Namespace) -> int:
@@ -62,8 +76,10 @@ async def _serve(config: ServiceConfig, sock: socket.socket) -> None:
         monitor.configure(run)
     sources: list[TrialSource] = []
     publishers: list[Publisher] = []
+    mqtt_source: MqttSource | None = None
     if config.mqtt is not None:
-        sources.append(MqttSource(config.mqtt))
+        mqtt_source = MqttSource(config.mqtt)
+        sources.append(mqtt_source)
         publishers.append(MqttPublisher(config.mqtt))
     if config.redis_stream is not None:
         sources.append(RedisStreamSource(config.redis_stream))
@@ -123,12 +139,33 @@ async def _serve(config: ServiceConfig, sock: socket.socket) -> None:
         watcher = asyncio.create_task(stop_on_failure())
         deepen = asyncio.create_task(deepen_listen_queue(server, sock))
         try:
+            if mqtt_source is not None:
+                await _until_subscribed(mqtt_source, server)
             await server.serve(sockets=[sock])
         finally:
             watcher.cancel()
             deepen.cancel()
     if service.failure is not None:
         raise service.failure
+
+
+async def _until_subscribed(source: MqttSource, server: uvicorn.Server) -> None:
+    """Wait until ``source`` first subscribed or ``server`` should exit.
+
+    Gives up with a warning after ``SUBSCRIBE_AT_START_S`` (a broker down
+    or slow at start). Meanwhile the listening socket queues clients.
+    """
+    try:
+        async with asyncio.timeout(SUBSCRIBE_AT_START_S):
+            while not (source.is_subscribed or server.should_exit):
+                await asyncio.sleep(_POLL_S)
+    except TimeoutError:
+        log.warning(
+            "the MQTT source has not subscribed after %.0f s (is the broker "
+            "up?); serving HTTP anyway, but the broker drops the trials "
+            "published before the source first subscribes",
+            SUBSCRIBE_AT_START_S,
+        )
 
 
 def _store(settings: StoreSettings) -> Store:

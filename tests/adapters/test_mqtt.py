@@ -117,6 +117,37 @@ async def test_messages_not_committed_are_delivered_again_after_a_crash(
             await second
 
 
+async def test_what_is_published_once_the_source_says_it_subscribed_arrives(
+    mosquitto: MosquittoBroker, prefix: str
+) -> None:
+    # No session of this id exists before: the broker drops what is published
+    # until the source subscribed, and keeps what is published after.
+    config = settings(mosquitto, prefix)
+    payloads = [
+        json.dumps({"model": "a", "question": q, "trial": 0, "correct": True}).encode()
+        for q in range(5)
+    ]
+    source = MqttSource(config)
+    recorder = Recorder(hold=False)
+    assert not source.is_subscribed
+    running = asyncio.create_task(source.run(recorder))
+
+    async def subscribed() -> bool:
+        return source.is_subscribed
+
+    async def all_seen() -> bool:
+        return set(recorder.seen) == set(payloads)
+
+    try:
+        await eventually(subscribed)
+        await publish(mosquitto, f"{prefix}/r/trials", payloads)
+        await eventually(all_seen)
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+
+
 def test_topics() -> None:
     assert run_of("scorio/aime25/trials") == "aime25"
     assert run_of("a/b/run-1/trials") == "run-1"

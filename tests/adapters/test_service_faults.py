@@ -31,7 +31,13 @@ from tests.helpers import (
     trial_results,
     with_duplicates,
 )
-from tests.services import MosquittoBroker, free_port, mosquitto_broker, redis_server
+from tests.services import (
+    MosquittoBroker,
+    free_port,
+    mosquitto_broker,
+    redis_server,
+    require_binary,
+)
 
 COMMAND = [sys.executable, "-m", "monitor.cli", "serve", "--config"]
 
@@ -180,6 +186,42 @@ async def test_a_broker_restart_mid_stream_loses_nothing(
             await publish_all(broker, topic, payloads, start=half)
             await wait_counted(base, results.size)
             assert_exact(await status_of(base), results)
+
+
+async def test_a_worker_started_before_its_broker_answers_once_subscribed(
+    tmp_path: Path, prefix: str
+) -> None:
+    # Until the source first subscribed, the broker drops the trials
+    # published for it (no session of its id exists yet): a producer that
+    # publishes once /healthz answers must find the subscription in place.
+    results = trial_results(13, models=3, questions=8, trials=12)
+    payloads = with_duplicates(trial_events(results), 0.3, seed=14)
+    folder = tmp_path / "broker"
+    folder.mkdir()
+    binary = require_binary("mosquitto")
+    broker = MosquittoBroker(binary, free_port(), folder, persistent=True)
+    config, base = write_config(tmp_path, broker, prefix)
+    log_file = tmp_path / "worker.log"
+
+    async def backing_off() -> bool:
+        # The source failed to connect a few times: its next try is 2 s
+        # away, long after the broker below is up.
+        lines = log_file.read_text(errors="replace").splitlines()
+        return any(
+            "MQTT source:" in line and line.endswith("retrying in 2.0 s")
+            for line in lines
+        )
+
+    try:
+        with worker(config, log_file):
+            await eventually(backing_off)
+            broker.start()
+            await eventually(lambda: _up(base), timeout_s=30)
+            await publish_all(broker, f"{prefix}/bench/trials", payloads)
+            await wait_counted(base, results.size)
+            assert_exact(await status_of(base), results)
+    finally:
+        broker.stop()
 
 
 async def test_a_redis_restart_mid_stream_keeps_every_count(
