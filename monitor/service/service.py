@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 Result = TypeVar("Result")
 
 _RESTART_DELAYS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+# A task that ran this long before failing meets a new fault: its restarts
+# start from the first delay again (a store blip a day must not cost 30 s).
+_HEALTHY_S = 60.0
 # How long a cancelled task may take to end before it is cancelled again.
 _CANCEL_RETRY_S = 1.0
 _REFRESH_ALL_EVERY_S = 1.0
@@ -422,7 +425,9 @@ class Service:
     async def _supervise(self, name: str, work: Callable[[], Awaitable[None]]) -> None:
         """Run ``work`` forever: log and restart it with backoff when it fails."""
         failures = 0
+        loop = asyncio.get_running_loop()
         while True:
+            started = loop.time()
             try:
                 await work()
                 return
@@ -436,6 +441,8 @@ class Service:
                 self._failed.set()
                 return
             except Exception:
+                if loop.time() - started >= _HEALTHY_S:
+                    failures = 0
                 delay = _RESTART_DELAYS_S[min(failures, len(_RESTART_DELAYS_S) - 1)]
                 failures += 1
                 log.exception("task %s failed; restarting in %.1f s", name, delay)
