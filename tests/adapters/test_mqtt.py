@@ -66,6 +66,14 @@ async def publish(broker: MosquittoBroker, topic: str, payloads: list[bytes]) ->
             await client.publish(topic, payload, qos=1)
 
 
+def correct_trials(count: int) -> list[bytes]:
+    """``count`` right answers of model ``a``, one per question, as JSON."""
+    return [
+        json.dumps({"model": "a", "question": q, "trial": 0, "correct": True}).encode()
+        for q in range(count)
+    ]
+
+
 class Recorder:
     """A sink that keeps what it is offered; with ``hold`` it never returns
     (a worker that dies before committing)."""
@@ -87,10 +95,7 @@ async def test_messages_not_committed_are_delivered_again_after_a_crash(
     mosquitto: MosquittoBroker, prefix: str
 ) -> None:
     config = settings(mosquitto, prefix)
-    payloads = [
-        json.dumps({"model": "a", "question": q, "trial": 0, "correct": True}).encode()
-        for q in range(5)
-    ]
+    payloads = correct_trials(5)
     crashed = Recorder(hold=True)
     await presubscribe(mosquitto, config)
     first = asyncio.create_task(MqttSource(config).run(crashed))
@@ -123,10 +128,7 @@ async def test_what_is_published_once_the_source_says_it_subscribed_arrives(
     # No session of this id exists before: the broker drops what is published
     # until the source subscribed, and keeps what is published after.
     config = settings(mosquitto, prefix)
-    payloads = [
-        json.dumps({"model": "a", "question": q, "trial": 0, "correct": True}).encode()
-        for q in range(5)
-    ]
+    payloads = correct_trials(5)
     source = MqttSource(config)
     recorder = Recorder(hold=False)
     assert not source.is_subscribed
@@ -300,10 +302,7 @@ async def test_invalid_utf8_on_a_shared_subscription_stalls_no_worker(
     ]
     for config in configs:
         await presubscribe(mosquitto, config)
-    good = [
-        json.dumps({"model": "a", "question": q, "trial": 0, "correct": True}).encode()
-        for q in range(200)
-    ]
+    good = correct_trials(200)
     bad: list[bytes] = []
     for copy in range(7):
         bad += [
