@@ -5,12 +5,10 @@ continued runs: for each run of a world (seeds ``first .. first + runs - 1``, th
 loop as ``benchmarks/stopping.py``) and each model, the forecast of its
 total (trials so far + ``predicted_trials``) at the first look where it had
 used half of its final total, scored within +-25 % of that total. Also
-times the forecasts: the seconds the statuses spent forecasting (the
-single-pair forecast and the rollout, :mod:`monitor.plans.ahead`).
+times the forecasts: the seconds the statuses spent in ``forecast_trials``.
 
 Run: ``.venv/bin/python benchmarks/forecast_hits.py --runs 10 --worlds paper11
-null8 ties5x2 aime20``; ``--growth 0`` plays the rollout at every status,
-``--single`` keeps the single-pair forecast alone (no rollout).
+null8 ties5x2 aime20``
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ import monitor.engine.status as status_module
 from benchmarks.forecast_ceiling import forecasts_of, within
 from benchmarks.stopping import run_world
 from benchmarks.stopping_worlds import WORLDS
-from monitor.plans.ahead import REFRESH_GROWTH, RolloutForecasts
+from monitor.decisions.forecast import forecast_trials
 from monitor.schema import Status
 
 SPENT: list[float] = [0.0, 0]
@@ -50,27 +48,8 @@ def _timed(function: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-status_module.Statuses._forecast = _timed(  # type: ignore[method-assign]
-    status_module.Statuses._forecast
-)
-
-
-class _Single(RolloutForecasts):
-    """No rollout: the single-pair forecasts as they are."""
-
-    def forecast(self, *args: object, **kwargs: object) -> dict[str, int | None]:
-        fallback = kwargs.get("fallback", args[-1])
-        assert isinstance(fallback, dict)
-        return fallback
-
-
-def use_rollouts(growth: float, single: bool) -> None:
-    """Statuses made from now on (in this process) forecast this way."""
-
-    def made() -> RolloutForecasts:
-        return _Single() if single else RolloutForecasts(growth)
-
-    setattr(status_module, "RolloutForecasts", made)  # noqa: B010
+# Statuses call the name they imported: replace it there.
+status_module.forecast_trials = _timed(forecast_trials)  # type: ignore[attr-defined]
 
 
 class Scored(TypedDict):
@@ -90,10 +69,9 @@ class RunHits(TypedDict):
     forecast_calls: int
 
 
-def one_run(job: tuple[str, int, float, bool]) -> RunHits:
+def one_run(job: tuple[str, int]) -> RunHits:
     """The halfway forecast of each model of one run, with its final total."""
-    name, seed, growth, single = job
-    use_rollouts(growth, single)
+    name, seed = job
     SPENT[0], SPENT[1] = 0.0, 0
     looks: list[dict[str, tuple[int, int | None]]] = []
 
@@ -137,15 +115,6 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--first", type=int, default=0, help="the first run's seed")
     parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument(
-        "--growth",
-        type=float,
-        default=REFRESH_GROWTH,
-        help="play the rollout again after this growth of the run's trials",
-    )
-    parser.add_argument(
-        "--single", action="store_true", help="the single-pair forecast alone"
-    )
     parser.add_argument("--json", type=Path, help="also write every scored forecast")
     arguments = parser.parse_args()
     everything: list[RunHits] = []
@@ -154,7 +123,7 @@ def main() -> None:
             parts = pool.map(
                 one_run,
                 [
-                    (name, seed, arguments.growth, arguments.single)
+                    (name, seed)
                     for seed in range(arguments.first, arguments.first + arguments.runs)
                 ],
             )

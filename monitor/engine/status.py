@@ -19,7 +19,6 @@ from monitor.engine.registry import Registry
 from monitor.engine.runs import RunState
 from monitor.interfaces import Store
 from monitor.limits import FORECAST_MEMO_SIZE
-from monitor.plans.ahead import RolloutForecasts
 from monitor.schema import Decision, ModelStatus, PairStatus, Status, Waiting
 
 
@@ -51,8 +50,6 @@ class Statuses:
         self._forecasts: dict[
             str, tuple[RunDecision, dict[str, int | None], dict[int, int | None]]
         ] = {}
-        # The whole procedure played on, refreshed as the run grows.
-        self._rollouts = RolloutForecasts()
 
     def status(self, run: str) -> Status:
         """The run's status; looks first if trials arrived since the last look."""
@@ -144,9 +141,6 @@ class Statuses:
             state.question_count,
             state.config.max_trials_per_question,
             memo,
-        )
-        models = self._rollouts.forecast(
-            run, decision, tables, state.config, state.question_count, models
         )
         self._forecasts[run] = (decision, models, pairs)
         return models, pairs

@@ -22,19 +22,17 @@ is therefore the geometric mean of a low quantile of its simulated totals
 other way where boundaries interact (``benchmarks/forecast_rollout_hits.py``
 scores it).
 
-Statuses use it through :class:`RolloutForecasts`, which plays a run on
-again only when its trials grew by :data:`REFRESH_GROWTH` or its settled
-state changed, and in between combines the rollout's totals with each
-status's fresh single-pair forecast: a rollout costs 30-80 ms, more than a
-status refresh may take every time (``benchmarks/forecast_rollout_hits.py``
-scores and times both).
+Statuses do not use it yet: it lands more halfway forecasts within +-25 %
+(paper11 80.0 % against 72.7 %, ties5x2 78.0 % against 72.0 %, seeds 0-9;
+its settings were chosen on those seeds and seeds 10-19) but costs 29-32 ms
+per status at 11 models and 65 ms at 30, against 3-4 ms for the
+single-pair forecast and the status refresh's 5 ms budget.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Final, Protocol
 
 import numpy as np
@@ -58,9 +56,6 @@ QUANTILE: Final = 0.1
 _EVEN: Final = 0.9
 # True means are kept this far inside the unit score range.
 _EDGE: Final = 1e-3
-# A run is played on again once its trials grew by this share since the
-# last rollout (or its settled state changed); statuses in between reuse it.
-REFRESH_GROWTH: Final = 0.1
 
 
 class Table(Protocol):
@@ -90,116 +85,22 @@ def forecast_by_rollout(
     rule, no cap, a width target, a model with no trials yet or not yet
     placed, trials piled on a few questions).
     """
-    low = rollout_totals(decision, tables, config, question_count)
-    if low is None:
-        return fallback
-    return combine(low, decision, tables, fallback)
-
-
-def rollout_totals(
-    decision: RunDecision,
-    tables: Mapping[str, Table],
-    config: RunConfig,
-    question_count: int,
-) -> dict[str, float] | None:
-    """Each model's total trials at the :data:`QUANTILE` of its simulated
-    ends; ``None`` when a rollout has nothing to start from."""
     totals = simulated_totals(decision, tables, config, question_count)
     if totals is None:
-        return None
+        return fallback
     low = np.quantile(totals, QUANTILE, axis=0)
-    return {name: float(low[i]) for i, name in enumerate(decision.order)}
-
-
-def combine(
-    low: Mapping[str, float],
-    decision: RunDecision,
-    tables: Mapping[str, Table],
-    fallback: dict[str, int | None],
-) -> dict[str, int | None]:
-    """The forecasts from a rollout's totals and the single-pair ones: their
-    geometric mean, less the trials so far.
-
-    Only models that need trials now take the rollout's (at least one
-    trial: they need some); the rest keep the single-pair forecast, so a
-    forecast says 0 exactly when ``needs_trials`` is false.
-    """
-    result = dict(fallback)
-    for name in decision.needs_trials:
-        total = low.get(name)
-        if total is None:
+    result: dict[str, int | None] = {}
+    for index, name in enumerate(decision.order):
+        if name in decision.done:
+            result[name] = 0
             continue
         so_far = tables[name].trial_count
+        total = float(low[index])
         single = fallback.get(name)
         if single is not None:
             total = math.sqrt(total * (so_far + single))
-        result[name] = max(1, round(total - so_far))
+        result[name] = max(0, round(total - so_far))
     return result
-
-
-@dataclass(frozen=True, slots=True)
-class _Rolled:
-    state: tuple[object, ...]
-    trials: int
-    low: dict[str, float]
-
-
-class RolloutForecasts:
-    """Each run's rollout forecasts, played on again only when stale.
-
-    A rollout is reused while the run's settled state (segments, links,
-    done models) is the one it started from and the run's trials have
-    grown by less than :data:`REFRESH_GROWTH` since; each status still
-    combines it with its own single-pair forecast (:func:`combine`), so
-    the forecasts follow every trial between rollouts.
-    """
-
-    def __init__(self, growth: float = REFRESH_GROWTH) -> None:
-        self._growth = growth
-        self._rolled: dict[str, _Rolled] = {}
-        self.rollouts = 0
-
-    def forecast(
-        self,
-        run: str,
-        decision: RunDecision,
-        tables: Mapping[str, Table],
-        config: RunConfig,
-        question_count: int,
-        fallback: dict[str, int | None],
-    ) -> dict[str, int | None]:
-        state = _settled_state(decision, config, question_count)
-        trials = sum(tables[name].trial_count for name in decision.order)
-        rolled = self._rolled.get(run)
-        if (
-            rolled is None
-            or rolled.state != state
-            or not rolled.trials <= trials < rolled.trials * (1.0 + self._growth)
-        ):
-            self._rolled.pop(run, None)
-            low = rollout_totals(decision, tables, config, question_count)
-            if low is None:
-                return fallback
-            self.rollouts += 1
-            rolled = self._rolled[run] = _Rolled(state, trials, low)
-        return combine(rolled.low, decision, tables, fallback)
-
-    def forget(self, run: str) -> None:
-        self._rolled.pop(run, None)
-
-
-def _settled_state(
-    decision: RunDecision, config: RunConfig, question_count: int
-) -> tuple[object, ...]:
-    """What a rollout starts from besides the counts: a change replays it."""
-    return (
-        tuple(sorted(decision.order)),
-        decision.settled.segments,
-        tuple((link.a, link.b) for link in decision.settled.links),
-        decision.done,
-        config,
-        question_count,
-    )
 
 
 def simulated_totals(

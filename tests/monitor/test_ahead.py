@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from monitor.decisions.decide import (
-    RunDecision,
-    Standing,
-    build_rule,
-    decide,
-    forecast_trials,
-)
-from monitor.plans.ahead import (
-    RolloutForecasts,
-    combine,
-    forecast_by_rollout,
-    rollout_totals,
-)
+from monitor.decisions.decide import Standing, build_rule, decide, forecast_trials
+from monitor.plans.ahead import forecast_by_rollout
 from monitor.plans.outcomes import Outcomes
 from monitor.plans.rollout import Field, Start, roll
 from monitor.plans.rules import rule_family
@@ -140,75 +128,3 @@ def test_a_model_on_two_open_boundaries_covers_both() -> None:
     a, b, c = (predicted[name] for name in "abc")
     assert a is not None and b is not None and c is not None
     assert b >= max(a, c)
-
-
-def grown(tables: dict[str, Table], factor: float) -> dict[str, Table]:
-    """The same means after ``factor`` times the trials (binary questions)."""
-    result = {}
-    for name, t in tables.items():
-        trials = round(t.trial_count * factor)
-        sigma = math.sqrt(t.unit_variance / (trials / M + 3.0))
-        result[name] = Table(t.mu, sigma, trials, t.unit_variance)
-    return result
-
-
-def field_now() -> tuple[
-    RunConfig, RunDecision, dict[str, int | None], dict[str, Table]
-]:
-    models = [
-        standing("a", 0.66, 0.02, 10),
-        standing("b", 0.60, 0.02, 10),
-        standing("c", 0.55, 0.02, 10),
-    ]
-    run = config()
-    decision = decide(models, run, lambda share: build_rule(run, share))
-    single, _ = forecast_trials(
-        decision, lambda name: np.full(M, 10, dtype=np.int64), M, 80
-    )
-    tables = {s.model: Table(s.mu, s.sigma, s.trials, s.unit_variance) for s in models}
-    return run, decision, single, tables
-
-
-def test_a_rollout_is_reused_until_the_run_grew_a_tenth() -> None:
-    run, decision, single, tables = field_now()
-    rollouts = RolloutForecasts(growth=0.1)
-    first = rollouts.forecast("r", decision, tables, run, M, single)
-    assert first == forecast_by_rollout(decision, tables, run, M, single)
-    assert rollouts.rollouts == 1
-    # 5 % more trials: the same rollout, combined with the counts now.
-    later = grown(tables, 1.05)
-    reused = rollouts.forecast("r", decision, later, run, M, single)
-    assert rollouts.rollouts == 1
-    low = rollout_totals(decision, tables, run, M)
-    assert low is not None
-    assert reused == combine(low, decision, later, single)
-    assert reused != first
-    # A tenth more (and some): played on again, from the counts now.
-    rollouts.forecast("r", decision, grown(tables, 1.11), run, M, single)
-    assert rollouts.rollouts == 2
-    # Fewer trials than the rollout saw (a run started over): again.
-    rollouts.forecast("r", decision, tables, run, M, single)
-    assert rollouts.rollouts == 3
-    # Runs are kept apart.
-    rollouts.forecast("other", decision, tables, run, M, single)
-    assert rollouts.rollouts == 4
-
-
-def test_a_settled_change_plays_the_run_on_again() -> None:
-    run, decision, single, tables = field_now()
-    rollouts = RolloutForecasts(growth=0.1)
-    rollouts.forecast("r", decision, tables, run, M, single)
-    done = replace(decision, done=frozenset({"a"}))
-    rollouts.forecast("r", done, tables, run, M, single)
-    assert rollouts.rollouts == 2
-
-
-def test_only_models_that_need_trials_take_the_rollout() -> None:
-    _run, decision, single, tables = field_now()
-    low = {name: 1.0 for name in decision.order}  # below every model's trials
-    needing = replace(decision, needs_trials=frozenset({"a", "b"}))
-    combined = combine(low, needing, tables, {**single, "c": 0})
-    assert combined["c"] == 0
-    # A model that needs trials is never told it needs none.
-    assert combined["a"] is not None and combined["a"] >= 1
-    assert combined["b"] is not None and combined["b"] >= 1
