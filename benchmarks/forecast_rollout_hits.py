@@ -7,6 +7,13 @@ times more per status (``--speed``).
 Run: ``.venv/bin/python benchmarks/forecast_rollout_hits.py --runs 10 --workers 1``;
 ``--speed``: the cost per status instead, in ``simulate`` runs of 11 and 30
 models (as ``benchmarks/forecast_speed.py``).
+
+Variants tried and not kept: ``--band`` forecasts the value within +-25 %
+of the most simulated totals (the oracle's estimator of
+``benchmarks/forecast_ceiling.py``, applied to the rollout's own ends)
+instead of the quantile mixed with the single-pair forecast; ``--plug-in``
+plays every simulated run at the shrunk posterior means (no drawn means);
+``--looks N`` sets the rollout's looks to the cap.
 """
 
 from __future__ import annotations
@@ -21,8 +28,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import benchmarks.forecast_hits as hits
 import monitor.engine.status as status_module
+import monitor.plans.ahead as ahead
+from benchmarks.forecast_ceiling import band_centre
 from monitor.decisions.decide import forecast_trials
-from monitor.plans.ahead import forecast_by_rollout
+from monitor.decisions.model import RunDecision
+from monitor.engine.runs import RunState
+from monitor.plans.ahead import forecast_by_rollout, simulated_totals
+
+BAND = "--band" in sys.argv
+PLUG_IN = "--plug-in" in sys.argv
 
 # forecast_hits.py times forecast_trials alone: time the whole forecast.
 status_module.forecast_trials = forecast_trials  # type: ignore[attr-defined]
@@ -36,8 +50,12 @@ def _timed(self, run, state, decision):  # type: ignore[no-untyped-def]
     started = time.perf_counter()
     try:
         models, pairs = _forecast(self, run, state, decision)
-        models = forecast_by_rollout(
-            decision, state.tables, state.config, state.question_count, models
+        models = (
+            _by_band(decision, state, models)
+            if BAND
+            else forecast_by_rollout(
+                decision, state.tables, state.config, state.question_count, models
+            )
         )
         self._forecasts[run] = (decision, models, pairs)
         return models, pairs
@@ -47,6 +65,47 @@ def _timed(self, run, state, decision):  # type: ignore[no-untyped-def]
 
 
 status_module.Statuses._forecast = _timed  # type: ignore[method-assign]
+
+
+def _by_band(
+    decision: RunDecision, state: RunState, single: dict[str, int | None]
+) -> dict[str, int | None]:
+    totals = simulated_totals(
+        decision, state.tables, state.config, state.question_count
+    )
+    if totals is None:
+        return single
+    result = dict(single)
+    for index, name in enumerate(decision.order):
+        if name in decision.needs_trials:
+            total = band_centre(totals[:, index].tolist())
+            result[name] = max(1, round(total - state.tables[name].trial_count))
+    return result
+
+
+_truths = ahead._truths
+
+
+def _plug_in(
+    mu: np.typing.NDArray[np.float64], variance: np.typing.NDArray[np.float64]
+) -> tuple[np.typing.NDArray[np.float64], np.typing.NDArray[np.float64]]:
+    shrunk, draws = _truths(mu, variance)
+    return shrunk, np.repeat(shrunk[None, :], draws.shape[0], axis=0)
+
+
+def _options() -> None:
+    """Applies this script's own options and leaves the rest to forecast_hits."""
+    arguments = list(sys.argv[1:])
+    for flag in ("--band", "--plug-in"):
+        while flag in arguments:
+            arguments.remove(flag)
+    if "--looks" in arguments:
+        at = arguments.index("--looks")
+        ahead.LOOKS = int(arguments[at + 1])  # type: ignore[misc]
+        del arguments[at : at + 2]
+    if PLUG_IN:
+        ahead._truths = _plug_in
+    sys.argv[1:] = arguments
 
 
 def speed() -> None:
@@ -63,6 +122,7 @@ def speed() -> None:
 
 
 if __name__ == "__main__":
+    _options()
     if "--speed" in sys.argv:
         speed()
     else:
