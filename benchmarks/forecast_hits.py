@@ -132,8 +132,10 @@ def main() -> None:
             hits = sum(row["hit"] for row in rows)
             calls = sum(part["forecast_calls"] for part in parts)
             seconds = sum(part["forecast_seconds"] for part in parts)
+            over = sum(not row["hit"] and row["made"] > row["used"] for row in rows)
             print(
                 f"{name:12s} n={len(rows):4d}  engine {hits / max(len(rows), 1):.1%}  "
+                f"misses over/under {over}/{len(rows) - hits - over}  "
                 f"forecast {1000 * seconds / max(calls, 1):.1f} ms/status "
                 f"({calls} statuses)",
                 flush=True,

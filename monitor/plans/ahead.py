@@ -24,9 +24,13 @@ scores it).
 
 Statuses do not use it yet: it lands more halfway forecasts within +-25 %
 (paper11 80.0 % against 72.7 %, ties5x2 78.0 % against 72.0 %, seeds 0-9;
-its settings were chosen on those seeds and seeds 10-19) but costs 29-32 ms
-per status at 11 models and 65 ms at 30, against 3-4 ms for the
-single-pair forecast and the status refresh's 5 ms budget.
+its settings were chosen on those seeds and seeds 10-19) but costs 29-37 ms
+per status at 11 models and 65-83 ms at 30, against 3-4 ms for the
+single-pair forecast and the status refresh's 5 ms budget. Played again
+only after the run's trials grew by a tenth, it gained 1.8 points of hits
+on average over four worlds and two seed sets and still held a status up
+to 87, 237 and 485 ms at 11, 30 and 50 models
+(``benchmarks/results/forecast-ceiling.md``).
 """
 
 from __future__ import annotations
