@@ -1,8 +1,8 @@
 """How well could any forecast of a model's trials do? A ceiling, measured.
 
-Issue 13 asks that ``predicted_trials``, made when a model has used half of
-the trials it finally uses, land within +-25 % of that total in >= 80 % of
-runs. How a run ends is random: the same world, the same first half and
+``predicted_trials``, made when a model has used half of the trials it
+finally uses, is scored within +-25 % of that total. How a run ends is
+random: the same world, the same first half and
 another draw of the later outcomes end at other totals. This script
 measures how far that randomness alone caps any forecaster.
 
