@@ -18,6 +18,7 @@ plays every simulated run at the shrunk posterior means (no drawn means);
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -35,8 +36,7 @@ from monitor.decisions.model import RunDecision
 from monitor.engine.runs import RunState
 from monitor.plans.ahead import forecast_by_rollout, simulated_totals
 
-BAND = "--band" in sys.argv
-PLUG_IN = "--plug-in" in sys.argv
+BAND = False
 
 # forecast_hits.py times forecast_trials alone: time the whole forecast.
 status_module.forecast_trials = forecast_trials  # type: ignore[attr-defined]
@@ -95,17 +95,18 @@ def _plug_in(
 
 def _options() -> None:
     """Applies this script's own options and leaves the rest to forecast_hits."""
-    arguments = list(sys.argv[1:])
-    for flag in ("--band", "--plug-in"):
-        while flag in arguments:
-            arguments.remove(flag)
-    if "--looks" in arguments:
-        at = arguments.index("--looks")
-        ahead.LOOKS = int(arguments[at + 1])  # type: ignore[misc]
-        del arguments[at : at + 2]
-    if PLUG_IN:
+    global BAND
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--band", action="store_true")
+    parser.add_argument("--plug-in", action="store_true")
+    parser.add_argument("--looks", type=int)
+    options, rest = parser.parse_known_args()
+    BAND = options.band
+    if options.looks is not None:
+        ahead.LOOKS = options.looks  # type: ignore[misc]
+    if options.plug_in:
         ahead._truths = _plug_in
-    sys.argv[1:] = arguments
+    sys.argv[1:] = rest
 
 
 def speed() -> None:
