@@ -73,6 +73,7 @@ def _live_commands(commands: Subparsers) -> None:
         "the token sent (default: $SCORIO_MONITOR_HTTP_TOKEN, which keeps it "
         "out of the process list)",
     )
+    _add_groups_argument(watch_command)
     add_url_arguments(watch_command, token=False)
     watch_command.set_defaults(handler="live:run_watch")
 
@@ -88,6 +89,7 @@ def _live_commands(commands: Subparsers) -> None:
         help="runs side by side: each model's rank, group, mu and interval per run",
     )
     _add_format_argument(status)
+    _add_groups_argument(status)
     status.set_defaults(handler="reading:run_status")
 
     plan = commands.add_parser(
@@ -324,6 +326,17 @@ def _add_format_argument(command: argparse.ArgumentParser) -> None:
         default=None,
         help="table (default, for a terminal), json (as --json), markdown (one "
         "table per run, for reports and PR descriptions) or csv (one row per model)",
+    )
+
+
+def _add_groups_argument(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--groups",
+        choices=("settled", "ci", "both"),
+        default="settled",
+        help="the table's group column: settled (default: the stopping rule's "
+        "groups, what next and stable act on), ci (the paper's Table 1 "
+        "grouping, as score shows) or both",
     )
 
 

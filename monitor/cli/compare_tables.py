@@ -1,7 +1,7 @@
 """``status --compare A,B``: runs side by side as Markdown, CSV or JSON.
 
-Markdown: one table, a row per model, for each run its rank, group, mu ±
-sigma and interval ("absent" where the run has no such model). CSV: one
+Markdown: one table, a row per model, for each run its rank, group, avg,
+mu ± sigma and interval ("absent" where the run has no such model). CSV: one
 row per model and run (empty cells where absent), for spreadsheets. JSON:
 the :class:`~monitor.engine.comparison.Comparison` that ``GET /compare``
 serves.
@@ -43,25 +43,29 @@ def comparison_markdown(comparison: Comparison) -> str:
     header = ["model"]
     for run in runs:
         name = _cell(run)
-        header += [f"{name} rank", f"{name} group", f"{name} mu ± sigma", "interval"]
+        header += [
+            f"{name} rank", f"{name} group", f"{name} avg", f"{name} mu ± sigma",
+            "interval",
+        ]  # fmt: skip
     lines = [
         "### " + " vs ".join(_cell(run) for run in runs),
         "",
         summary + ". Models in one group are not separated within their run.",
         "",
         "| " + " | ".join(header) + " |",
-        "|---|" + "---:|---:|---:|---|" * len(runs),
+        "|---|" + "---:|---:|---:|---:|---|" * len(runs),
     ]
     for model in comparison.models:
         cells = [_cell(model.model)]
         for run in runs:
             cell = model.runs[run]
             if cell is None:
-                cells += ["absent", "", "", ""]
+                cells += ["absent", "", "", "", ""]
             else:
                 cells += [
                     str(cell.rank),
                     "-" if cell.group is None else str(cell.group),
+                    "—" if cell.avg is None else f"{cell.avg:.4f}",
                     f"{cell.mu:.4f} ± {cell.sigma:.4f}",
                     f"[{cell.lo:.4f}, {cell.hi:.4f}]",
                 ]

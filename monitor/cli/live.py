@@ -24,7 +24,7 @@ from monitor.cli.common import (
     state_next_to,
     url_token,
 )
-from monitor.cli.terminal import NoLive, status_view, terminal
+from monitor.cli.terminal import NoLive, ViewOptions, status_view, terminal
 from monitor.config import load_run_configs
 from monitor.engine.monitor import Monitor
 from monitor.feeds.watch import watch
@@ -54,6 +54,7 @@ def run_watch(arguments: argparse.Namespace) -> int:
         if arguments.http is None
         else listening_socket("127.0.0.1", arguments.http)
     )
+    view = ViewOptions(arguments.groups, state=state)
     # Every look kept: a file replayed at full speed draws its whole trace.
     with Monitor(state, history_interval_s=0.0) as monitor:
         for config in configs:
@@ -66,7 +67,7 @@ def run_watch(arguments: argparse.Namespace) -> int:
         def draw() -> None:
             nonlocal pending
             pending = False
-            display.update(_views(monitor, events), refresh=True)
+            display.update(_views(monitor, events, view), refresh=True)
 
         def idle(interval_s: float) -> None:
             # A following reader waits here on an idle file: draw what the last
@@ -89,24 +90,25 @@ def run_watch(arguments: argparse.Namespace) -> int:
         events: list[StoredEvent] = []
         printer = RejectionPrinter(path)
         if sock is not None:
-            view = console.is_terminal and not arguments.json
+            shown = console.is_terminal and not arguments.json
             with sock:
                 final = asyncio.run(
                     watch_serving.serve_watch(
                         monitor,
                         source,
                         sock,
-                        console if view else None,
+                        console if shown else None,
                         printer,
                         arguments.token,
+                        view,
                     )
                 )
             printer.summarise()
             if arguments.json:
                 print_statuses([status for status, _ in final])
-            elif not view:
+            elif not shown:
                 for status, recent in final:
-                    console.print(status_view(status, recent))
+                    console.print(status_view(status, recent, view))
             return 0
         _stop_on_signals(source)
 
@@ -131,7 +133,7 @@ def run_watch(arguments: argparse.Namespace) -> int:
             if live:
                 draw()
         printer.summarise()
-        _print_final(monitor, arguments.json, live, console, events)
+        _print_final(monitor, arguments.json, live, console, events, view)
     where = "stdin" if path is None else str(path)
     if totals.items == 0 and resume is not None:
         print(
@@ -167,8 +169,9 @@ def _watch_to_url(path: Path | None, arguments: argparse.Namespace) -> int:
         print_statuses(statuses)
     else:
         console = terminal()
+        view = ViewOptions(arguments.groups, url=arguments.url)
         for status in statuses:
-            console.print(status_view(status, []))
+            console.print(status_view(status, [], view))
     if sent.trials == 0 and sent.rejected:
         print("scorio-monitor: no valid trial events read", file=sys.stderr)
         return 1
@@ -181,6 +184,7 @@ def _print_final(
     shown_live: bool,
     console: Console,
     events: Sequence[StoredEvent],
+    view: ViewOptions,
 ) -> None:
     """The final statuses, unless a live view already left them on screen."""
     statuses = monitor.statuses()
@@ -189,13 +193,13 @@ def _print_final(
     elif not shown_live:
         for status in statuses:
             recent = [e for e in events if e.run == status.run]
-            console.print(status_view(status, recent))
+            console.print(status_view(status, recent, view))
 
 
-def _views(monitor: Monitor, events: list[StoredEvent]) -> Group:
+def _views(monitor: Monitor, events: list[StoredEvent], view: ViewOptions) -> Group:
     return Group(
         *(
-            status_view(status, [e for e in events if e.run == status.run])
+            status_view(status, [e for e in events if e.run == status.run], view)
             for status in monitor.statuses()
         )
     )

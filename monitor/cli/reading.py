@@ -15,7 +15,7 @@ from pathlib import Path
 from monitor.cli.common import find_state, print_statuses
 from monitor.cli.compare_tables import print_comparison
 from monitor.cli.tables import output_format, rows_csv, status_rows, statuses_markdown
-from monitor.cli.terminal import status_view, terminal
+from monitor.cli.terminal import ViewOptions, status_view, terminal
 from monitor.engine.monitor import Monitor
 from monitor.schema import Plan
 from monitor.stores.sqlite import SqliteStore
@@ -38,8 +38,10 @@ def run_status(arguments: argparse.Namespace) -> int:
             print(rows_csv(rows, status=True), end="")
         else:
             console = terminal()
+            view = ViewOptions(arguments.groups, state=state)
             for status in statuses:
-                console.print(status_view(status, monitor.events_after(status.run)))
+                events = monitor.events_after(status.run)
+                console.print(status_view(status, events, view))
     return 0
 
 

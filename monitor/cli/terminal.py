@@ -1,17 +1,30 @@
-"""Terminal rendering with rich: leaderboards with intervals, groups, events."""
+"""Terminal rendering with rich: leaderboards that fit the terminal, pairs, events.
+
+A leaderboard keeps rank, model and mu at every width; the other columns
+give way in a fixed order when the terminal is narrow (the interval plot
+first), and a line under the table names the ones it left out. Under a
+run's table: a key to its columns, the unresolved pairs, what the run waits
+for, its events and, last, what to run next.
+"""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final, Protocol
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, Literal, Protocol
+from urllib.parse import quote
 
-from rich.console import Console, Group
+from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
 from monitor.engine.scoring import Scoreboard
-from monitor.schema import Status
+from monitor.schema import ModelStatus, PairStatus, Status, WaitingReason
 from monitor.stores.records import StoredEvent
+from scorio_core import z_threshold
 
 if TYPE_CHECKING:
     # Types only: the simulation is imported by `simulate` alone.
@@ -19,20 +32,41 @@ if TYPE_CHECKING:
 
 _BAR_WIDTH = 20
 PIPED_WIDTH: Final = 200
+# Names longer than this fold within their cell before a number gives way.
+MODEL_WIDTH: Final = 20
+# The budget the last line suggests for one `next` (less if the forecast is less).
+NEXT_BUDGET: Final = 100
+# Wider than any terminal: a table measured at it takes its natural width.
+_UNBOUNDED = 100_000
 
-# Two groupings answer two questions; each column says which one it shows.
-SETTLED_GROUP: Final = "settled\ngroup"
-CI_GROUP: Final = "CI\ngroup"
-STATUS_GROUPS_CAPTION: Final = (
-    "settled group: models split only where the stopping rule settled every "
-    "pair across (what stopping acts on); CI group: the paper's Table 1, "
-    "neighbours split where z >= z* at this confidence (what `score` shows)"
-)
-SCORE_GROUPS_CAPTION: Final = (
-    "CI group: the paper's Table 1, neighbours split where z >= z* at this "
-    "confidence; `watch` and `status` also show the settled group of the "
-    "stopping rule, which splits only where every pair across has settled"
-)
+# The order in which columns give way (the plot first); rank, model and mu
+# never do. A score's extra metrics go between trials and avg.
+_DROP_PLOT: Final = 1
+_DROP_SIGMA: Final = 2
+_DROP_INTERVAL: Final = 3
+_DROP_TRIALS: Final = 4
+_DROP_SECOND_GROUP: Final = 5
+_DROP_METRICS: Final = 5
+_DROP_NEEDS: Final = 6
+_DROP_AVG: Final = 50
+_DROP_GROUP: Final = 100
+
+Groupings = Literal["settled", "ci", "both"]
+
+
+@dataclass(frozen=True, slots=True)
+class ViewOptions:
+    """How a run's view is drawn.
+
+    ``groups``: the grouping the table shows: ``settled`` (the stopping
+    rule's, what ``next`` and ``stable`` act on), ``ci`` (the paper's Table
+    1) or ``both``. ``state`` or ``url``: where the run is, for the commands
+    the last line suggests (neither: those commands find the state file).
+    """
+
+    groups: Groupings = "settled"
+    state: Path | None = None
+    url: str | None = None
 
 
 class Row(Protocol):
@@ -52,78 +86,203 @@ class Row(Protocol):
     def trials(self) -> int: ...
     @property
     def rank(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Column:
+    """A leaderboard column: its header, its cells, and when it gives way.
+
+    ``drop_order``: columns are hidden from the lowest up; ``None``: never.
+    ``name`` is what the line under the table calls it (default: the header).
+    """
+
+    header: str
+    cells: tuple[str | Text, ...]
+    drop_order: int | None = None
+    justify: Literal["left", "right"] = "right"
+    name: str = ""
+
     @property
-    def group(self) -> int | None: ...
+    def label(self) -> str:
+        return self.name or " ".join(self.header.split())
+
+
+class Leaderboard:
+    """A table of models that fits the width it is drawn at.
+
+    The model column stands between the columns ``before`` and ``after``
+    it and is never hidden. Columns with a ``drop_order`` give way, lowest
+    first, until the table fits; once the first has gone, names longer than
+    :data:`MODEL_WIDTH` fold within their cell. No other cell is ever cut:
+    a number shows whole or its column is hidden, and a line under the
+    table names the hidden ones.
+    """
+
+    def __init__(
+        self, before: Sequence[Column], models: Sequence[str], after: Sequence[Column]
+    ) -> None:
+        self._before = list(before)
+        self._models = list(models)
+        self._after = list(after)
+
+    def __rich_console__(
+        self, console: Console, options: ConsoleOptions
+    ) -> RenderResult:
+        hidden = self.hidden(console, options)
+        yield self._table(hidden, None)
+        if hidden:
+            names = ", ".join(column.label for column in hidden)
+            them = "it" if len(hidden) == 1 else "them"
+            yield Text(
+                f"not shown at {options.max_width} columns: {names} (a wider "
+                f"terminal shows {them}; --json has every value)",
+                style="dim",
+            )
+
+    def hidden(self, console: Console, options: ConsoleOptions) -> list[Column]:
+        """The fewest columns to hide for the table to fit ``options.max_width``."""
+        order = sorted(
+            (c for c in self._before + self._after if c.drop_order is not None),
+            key=lambda column: column.drop_order or 0,
+        )
+        longest = max((len(name) for name in self._models), default=0)
+        folded = min(longest, MODEL_WIDTH)
+        # Whole names until the first column (the plot) has gone; then names
+        # fold, and the other columns give way one by one.
+        steps = [(0, longest), (1, longest)]
+        steps += [(count, folded) for count in range(1, len(order) + 1)]
+        unbounded = options.update_width(_UNBOUNDED)
+        for count, model_width in steps:
+            table = self._table(order[:count], model_width)
+            if Measurement.get(console, unbounded, table).maximum <= options.max_width:
+                return order[:count]
+        return order
+
+    def _table(self, hidden: Sequence[Column], model_width: int | None) -> Table:
+        before = [c for c in self._before if c not in hidden]
+        after = [c for c in self._after if c not in hidden]
+        table = Table()
+        for column in before:
+            _add_column(table, column)
+        table.add_column("model", overflow="fold", max_width=model_width)
+        for column in after:
+            _add_column(table, column)
+        for index, model in enumerate(self._models):
+            table.add_row(
+                *(column.cells[index] for column in before),
+                Text(model),  # not markup: a name may hold brackets
+                *(column.cells[index] for column in after),
+            )
+        return table
+
+
+def _add_column(table: Table, column: Column) -> None:
+    # no_wrap: a number never splits over lines; the fit hides its column
+    # rather than let rich cut it to an ellipsis.
+    table.add_column(column.header, justify=column.justify, no_wrap=True)
 
 
 def terminal() -> Console:
     """A console for stdout; when piped, wide enough for a leaderboard.
 
     Piped output has no width to fit, so it gets one where a leaderboard
-    keeps ``org/model`` names of up to ~90 characters on one line; a table
-    stays as narrow as its cells (rich does not stretch it).
+    shows every column with ``org/model`` names of up to ~70 characters on
+    one line; a table stays as narrow as its cells (rich does not stretch
+    it). Text around it is not wrapped at all (soft wrap): a paragraph is
+    one line, for the pager or editor that shows it to wrap.
     """
     console = Console()
-    return console if console.is_terminal else Console(width=PIPED_WIDTH)
+    if console.is_terminal:
+        return console
+    return Console(width=PIPED_WIDTH, soft_wrap=True)
 
 
-def scoreboard_table(board: Scoreboard) -> Table:
-    """A leaderboard: rank, group, model, mu +- sigma, interval drawn as a bar."""
-    questions = f"M={board.question_count}" + (
-        " (open: questions seen)" if board.is_open else ""
-    )
-    table = _leaderboard(
-        f"{board.run}  ·  {questions}  ·  {board.confidence:.0%} intervals",
-        (CI_GROUP,),
-    )
-    table.caption = SCORE_GROUPS_CAPTION
-    names = list(board.models[0].metrics) if board.models else []
-    for name in names:
-        table.add_column(name, justify="right", no_wrap=True)
-    low = min(row.lo for row in board.models)
-    high = max(row.hi for row in board.models)
-    for row in board.models:
-        shown = [row.metrics.get(name) for name in names]
-        metric_cells = [
-            "—" if value is None else f"{value.mu:.4f} ± {value.sigma:.4f}"
-            for value in shown
-        ]
-        table.add_row(*_cells(row, low, high, _group(row.group)), *metric_cells)
-    return table
-
-
-def _leaderboard(title: str | None, groupings: Sequence[str], *extra: str) -> Table:
-    table = Table(title=title, title_justify="left", caption_justify="left")
-    table.add_column("rank", justify="right", no_wrap=True)
-    for name in groupings:
-        table.add_column(name, justify="right", no_wrap=True)
-    table.add_column("model", overflow="fold", min_width=8)
-    table.add_column("mu", justify="right", no_wrap=True)
-    table.add_column("sigma", justify="right", no_wrap=True)
-    table.add_column("interval", no_wrap=True)
-    table.add_column("", no_wrap=True, min_width=_BAR_WIDTH)
-    table.add_column("trials", justify="right", no_wrap=True)
-    for name in extra:
-        table.add_column(name, justify="right", no_wrap=True)
-    return table
-
-
-def _group(group: int | None) -> str:
-    """A settled group, or "-" for a joiner not yet placed by its tests."""
-    return "-" if group is None else str(group)
-
-
-def _cells(row: Row, low: float, high: float, *groups: str) -> list[str | Text]:
-    return [
-        str(row.rank),
-        *groups,
-        row.model,
-        f"{row.mu:.4f}",
-        f"{row.sigma:.4f}",
-        f"[{row.lo:.4f}, {row.hi:.4f}]",
-        interval_bar(row.lo, row.mu, row.hi, low, high),
-        str(row.trials),
+def _leaderboard(
+    rows: Sequence[Row],
+    groups: Sequence[Column],
+    averages: Sequence[float | None],
+    extra: Sequence[Column] = (),
+) -> Leaderboard:
+    """Rank, ``groups``, model, avg, mu, sigma, interval, plot, trials, ``extra``."""
+    low = min((row.lo for row in rows), default=0.0)
+    high = max((row.hi for row in rows), default=1.0)
+    numbers = [
+        Column(
+            "avg",
+            tuple("—" if avg is None else f"{avg:.4f}" for avg in averages),
+            _DROP_AVG,
+        ),
+        Column("mu", tuple(f"{row.mu:.4f}" for row in rows)),
+        Column("sigma", tuple(f"{row.sigma:.4f}" for row in rows), _DROP_SIGMA),
+        Column(
+            "interval",
+            tuple(f"[{row.lo:.4f}, {row.hi:.4f}]" for row in rows),
+            _DROP_INTERVAL,
+            justify="left",
+        ),
+        Column(
+            "",
+            tuple(interval_bar(row.lo, row.mu, row.hi, low, high) for row in rows),
+            _DROP_PLOT,
+            justify="left",
+            name="interval plot",
+        ),
+        Column("trials", tuple(f"{row.trials:,}" for row in rows), _DROP_TRIALS),
     ]
+    return Leaderboard(
+        [Column("rank", tuple(str(row.rank) for row in rows)), *groups],
+        [row.model for row in rows],
+        [*numbers, *extra],
+    )
+
+
+def scoreboard_table(board: Scoreboard) -> Group:
+    """A run's scores: a title line, the leaderboard and a key to its columns."""
+    questions = (
+        "M="
+        + plural(board.question_count, "question")
+        + (" (open: questions seen)" if board.is_open else "")
+    )
+    title = Text.assemble(
+        (board.run, "bold"),
+        f"  ·  {questions}  ·  {board.confidence:.0%} credible intervals",
+    )
+    rows = board.models
+    # avg stands beside mu; the metrics asked for follow the numbers.
+    names = [name for name in (rows[0].metrics if rows else {}) if name != "avg"]
+    metrics = [
+        Column(
+            name,
+            tuple(
+                "—" if value is None else f"{value.mu:.4f} ± {value.sigma:.4f}"
+                for value in (row.metrics.get(name) for row in rows)
+            ),
+            _DROP_METRICS,
+        )
+        for name in names
+    ]
+    averages = [row.metrics.get("avg") for row in rows]
+    table = _leaderboard(
+        rows,
+        [Column("group", tuple(str(row.group) for row in rows), _DROP_GROUP)],
+        [None if avg is None else avg.mu for avg in averages],
+        metrics,
+    )
+    key = Text(
+        f"group: the paper's Table 1: neighbours split where z >= "
+        f"{z_threshold(board.confidence):.2f} ({board.confidence:.0%}, read "
+        "once); `watch` and `status` group by the stopping rule instead. "
+        + _numbers_key(board.confidence),
+        style="dim",
+    )
+    return Group(title, table, key)
+
+
+def _numbers_key(confidence: float) -> str:
+    return (
+        "avg: the mean observed score (a harness's accuracy); mu ± sigma: the "
+        f"Bayes@N posterior mean and sd; interval: {confidence:.0%} credible."
+    )
 
 
 def interval_bar(lo: float, mu: float, hi: float, low: float, high: float) -> Text:
@@ -142,38 +301,27 @@ def interval_bar(lo: float, mu: float, hi: float, low: float, high: float) -> Te
     return Text("".join(chars), style="cyan")
 
 
-def status_view(status: Status, events: Sequence[StoredEvent] = ()) -> Group:
-    """The live view of one run: leaderboard, open pairs, recent events."""
-    table = _leaderboard(None, (SETTLED_GROUP, CI_GROUP), "needs")
-    table.caption = STATUS_GROUPS_CAPTION
-    low = min((row.lo for row in status.models), default=0.0)
-    high = max((row.hi for row in status.models), default=1.0)
-    for row in status.models:
-        needs = "—"
-        if row.needs_trials:
-            # Without a budget a forecast has no bound to be read against.
-            needs = (
-                "no budget"
-                if status.max_trials_per_question is None
-                else "yes"
-                if row.predicted_trials is None
-                else f"~{row.predicted_trials:,}"
-            )
-        table.add_row(
-            *_cells(row, low, high, _group(row.group), str(row.adjacent_group)), needs
-        )
-    parts: list[Table | Text] = [*status_header(status), table]
+def status_view(
+    status: Status,
+    events: Sequence[StoredEvent] = (),
+    options: ViewOptions = ViewOptions(),
+) -> Group:
+    """The view of one run: leaderboard, open pairs, events, what to run next."""
+    parts: list[Text | Leaderboard] = [
+        *status_header(status),
+        _status_table(status, options.groups),
+        _status_key(status, options.groups),
+    ]
     open_pairs = [pair for pair in status.pairs if not pair.resolved]
     if open_pairs:
-        lines = [
-            f"  {pair.a} vs {pair.b}: z={pair.z:.2f}"
-            + ("" if pair.threshold is None else f" of {pair.threshold:.2f} needed")
-            + f", rho={pair.rho:.3f}"
-            + ("  statistical tie at this budget" if pair.unresolvable else "")
-            + ("  equivalent within the margin" if pair.equivalent else "")
-            for pair in open_pairs
-        ]
-        parts.append(Text("unresolved pairs:\n" + "\n".join(lines)))
+        parts.append(
+            Text(
+                "unresolved pairs (z: the gap in standard deviations; P: the "
+                "posterior chance the first is better; a pair settles only when "
+                f"z reaches the bar the stopping rule sets{_why_bar(status)}):\n"
+                + "\n".join(_pair_line(pair) for pair in open_pairs)
+            )
+        )
     if status.waiting_for:
         # Why next hands out no trials now (Liveness: never a bare nothing).
         reasons = [f"  {item.reason}: {item.message}" for item in status.waiting_for]
@@ -185,7 +333,201 @@ def status_view(status: Status, events: Sequence[StoredEvent] = ()) -> Group:
                 + "\n".join(f"  #{e.seq} {describe_event(e)}" for e in events[-8:])
             )
         )
+    parts.append(next_step(status, options))
     return Group(*parts)
+
+
+def _status_table(status: Status, groups: Groupings) -> Leaderboard:
+    rows = status.models
+    settled = tuple(_group(row.group) for row in rows)
+    ci = tuple(str(row.adjacent_group) for row in rows)
+    columns = {
+        "settled": [Column("group", settled, _DROP_GROUP)],
+        "ci": [Column("CI group", ci, _DROP_GROUP)],
+        "both": [
+            Column("settled\ngroup", settled, _DROP_GROUP),
+            Column("CI\ngroup", ci, _DROP_SECOND_GROUP),
+        ],
+    }[groups]
+    needs = Column("needs", tuple(_needs(row, status) for row in rows), _DROP_NEEDS)
+    return _leaderboard(rows, columns, [row.avg for row in rows], [needs])
+
+
+def _needs(row: ModelStatus, status: Status) -> str:
+    """What the model still needs: ``~225 trials`` by the forecast, or why not."""
+    if row.budget_exhausted:
+        return "budget used"
+    if not row.needs_trials:
+        return "no"
+    # Without a budget a forecast has no bound to be read against.
+    if status.max_trials_per_question is None or not row.predicted_trials:
+        return "yes"
+    return "~" + plural(row.predicted_trials, "trial")
+
+
+def _status_key(status: Status, groups: Groupings) -> Text:
+    """What the columns mean, under the table."""
+    settled = (
+        "group: models the stopping rule has not yet told apart; a group splits "
+        "once every pair across it is settled (`next` and `stable` act on this)"
+    )
+    ci = (
+        f"CI group: the paper's Table 1, neighbours split where z >= "
+        f"{z_threshold(status.confidence):.2f} ({status.confidence:.0%}, read "
+        "once; shown for reference, the stopping rule does not act on it)"
+    )
+    sentences = {
+        "settled": [settled],
+        "ci": [ci],
+        "both": ["settled " + settled, ci],
+    }[groups]
+    if groups != "ci" and any(row.group is None for row in status.models):
+        sentences.append("-: joined after a split, not yet placed")
+    sentences.append(
+        "needs: the forecast of trials the model still needs"
+        + (
+            " (no forecast without a budget)"
+            if status.max_trials_per_question is None
+            else ""
+        )
+    )
+    return Text(
+        ". ".join(sentences) + ". " + _numbers_key(status.confidence), style="dim"
+    )
+
+
+def _why_bar(status: Status) -> str:
+    """Why a pair whose P reads near-certain may still be open."""
+    if status.rule != "sequential":
+        return ""
+    shared = " and shares its error over the ranking"
+    return ", high because it checks after every batch" + (
+        shared if status.error_control == "ranking" else ""
+    )
+
+
+def _pair_line(pair: PairStatus) -> str:
+    line = f"  {pair.a} vs {pair.b}: z {_z(pair.z)}"
+    if pair.unresolvable:
+        return line + ", a statistical tie at this budget (final)"
+    if pair.equivalent:
+        return line + ", equivalent within the margin (final)"
+    bar = (
+        "no trials yet"
+        if pair.threshold is None
+        else f"needs {_z(pair.threshold)} to settle"
+    )
+    return f"{line}, {bar}; P({pair.a} better) {_chance(pair.rho)}"
+
+
+def _z(z: float) -> str:
+    # A status writes an infinite z (both sigmas zero) as the largest float.
+    return "∞" if z >= 1e308 else f"{z:.2f}"
+
+
+def _chance(probability: float) -> str:
+    """A probability as a percentage that never rounds up to a certainty."""
+    if probability > 0.9999:
+        return ">99.99%"
+    return f"{probability:.2%}" if probability >= 0.999 else f"{probability:.1%}"
+
+
+def _group(group: int | None) -> str:
+    """A settled group, or "-" for a joiner not yet placed by its tests."""
+    return "-" if group is None else str(group)
+
+
+# What to do about each reason `next` hands out nothing.
+_ACTIONS: Final[dict[WaitingReason, str]] = {
+    "models": "report a trial of each model, or declare the run's models",
+    "questions": "report a trial of each question once, or declare the run's questions",
+    "in_flight": "report the trials already planned, or wait for their leases "
+    "to expire",
+    "budget": "raise max_trials_per_question in the run's config, or let those "
+    "pairs end unresolved",
+    "decisions": "wait: the stopping rule asks no model for trials now",
+}
+# Reasons that hold back some models while others may still get trials.
+_HOLDING: Final = ("in_flight", "questions", "budget")
+
+
+def next_step(status: Status, options: ViewOptions = ViewOptions()) -> Text:
+    """The view's last lines: what to do next, from the run's state.
+
+    Stable: the ranking is settled; export it or gate a model. Models that
+    need trials and can get them: the ``next`` command that plans them (with
+    the forecast). Nothing to hand out: what would change that (the reasons
+    are listed above it). No budget declared: how to declare one.
+    """
+    run = shlex.quote(status.run)
+    state = (
+        "" if options.state is None else f" --state {shlex.quote(str(options.state))}"
+    )
+    commands: list[str] = []
+    if status.stable:
+        sentence = "the ranking is settled (stable): no more trials are needed"
+        if options.url is not None:
+            sentence += "; the service serves its status"
+            url = f"{options.url}/runs/{quote(status.run, safe='')}/status"
+            commands.append(f"curl {shlex.quote(url)}")
+        else:
+            sentence += "; export it for a report, or gate a model in CI"
+            commands += [
+                f"scorio-monitor status{state} --run {run} --format markdown",
+                f"scorio-monitor gate{state} --run {run} --candidate A --baseline B",
+            ]
+        return _step([sentence], commands)
+    held = {
+        model
+        for item in status.waiting_for
+        if item.reason in _HOLDING
+        for model in item.models
+    }
+    given = [row for row in status.models if row.needs_trials and row.model not in held]
+    no_budget = status.max_trials_per_question is None
+    sentences: list[str] = []
+    if no_budget:
+        sentences.append(
+            "no budget is declared (add max_trials_per_question = N to the run's "
+            "config, so that a tie can be called and forecasts have a bound)"
+        )
+    if given:
+        forecasts = [row.predicted_trials for row in given]
+        total = (
+            None
+            if no_budget or None in forecasts
+            else sum(forecast or 0 for forecast in forecasts)
+        )
+        models = plural(len(given), "model")
+        sentence = f"run the trials `next` plans for the {models} that need them"
+        if total:
+            sentence += f" (the forecast: ~{plural(total, 'trial')} more in all)"
+        if held:
+            sentence += "; the others wait (see above)"
+        sentences.append(sentence)
+        where = state if options.url is None else f" --url {shlex.quote(options.url)}"
+        budget = NEXT_BUDGET if not total else min(NEXT_BUDGET, total)
+        commands.append(f"scorio-monitor next{where} --run {run} --budget {budget}")
+    elif status.waiting_for:
+        reasons = dict.fromkeys(item.reason for item in status.waiting_for)
+        sentences.append(
+            "nothing to run until what the run waits for changes: "
+            + "; ".join(_ACTIONS[reason] for reason in reasons)
+        )
+    else:
+        sentences.append("report trials as they finish; the status follows them")
+    return _step(sentences, commands)
+
+
+def _step(sentences: Sequence[str], commands: Sequence[str]) -> Text:
+    """``next:`` and the sentences, then each command on its own line."""
+    text = Text("next: ", style="bold")
+    capitalised = [sentences[0], *(s[0].upper() + s[1:] for s in sentences[1:])]
+    text.append(". ".join(capitalised) + (":" if commands else "."))
+    for command in commands:
+        text.append("\n  ")
+        text.append(command, style="bold")
+    return text
 
 
 def status_header(status: Status) -> tuple[Text, Text]:
@@ -193,10 +535,16 @@ def status_header(status: Status) -> tuple[Text, Text]:
 
     Kept apart from the table's title, which rich wraps to the table's width.
     """
-    questions = f"M={status.question_count}" + (" (open)" if status.open else "")
-    state = "[green]stable[/]" if status.stable else "[yellow]running[/]"
-    what = Text.from_markup(
-        f"[bold]{status.run}[/]  ·  {questions}  ·  rule {status.rule}  ·  {state}"
+    questions = (
+        "M="
+        + plural(status.question_count, "question")
+        + (" (open: questions seen)" if status.open else "")
+    )
+    # Assembled, not markup: a run's name may hold brackets.
+    what = Text.assemble(
+        (status.run, "bold"),
+        f"  ·  {questions}  ·  rule {status.rule}  ·  ",
+        ("stable", "green") if status.stable else ("running", "yellow"),
     )
     counts = [
         plural(status.trials, "trial"),

@@ -22,7 +22,7 @@ from rich.live import Live
 from adapters.jsonl import JsonLines, JsonLinesSource
 from adapters.prometheus import metrics_renderer
 from monitor.cli.common import RejectionPrinter
-from monitor.cli.terminal import NoLive, status_view
+from monitor.cli.terminal import NoLive, ViewOptions, status_view
 from monitor.config import HttpSettings
 from monitor.engine.monitor import Monitor
 from monitor.http.app import create_app
@@ -42,13 +42,15 @@ async def serve_watch(
     sock: socket.socket,
     console: Console | None,
     printer: RejectionPrinter,
-    token: str | None = None,
+    token: str | None,
+    view: ViewOptions,
 ) -> list[tuple[Status, list[StoredEvent]]]:
     """``watch --http``: the watch loop as a service, with the API and dashboard.
 
     Reports as plain ``watch`` does: rejections on stderr as they happen, the
-    live view with its events when ``console`` is given (a terminal). Returns
-    each run's final status and events, read before the service closes.
+    live view (drawn as ``view`` says) with its events when ``console`` is
+    given (a terminal). Returns each run's final status and events, read
+    before the service closes.
     """
     port: int = sock.getsockname()[1]
     # The printer shows every rejection as plain watch does (file:line);
@@ -107,7 +109,9 @@ async def serve_watch(
                     display.update(
                         Group(
                             *(
-                                status_view(s, [e for e in events if e.run == s.run])
+                                status_view(
+                                    s, [e for e in events if e.run == s.run], view
+                                )
                                 for s in latest.values()
                             )
                         ),

@@ -103,13 +103,14 @@ def test_status_compare_prints_markdown_csv_and_json(state: Path) -> None:
         cells = [cell.strip() for cell in line.strip("|").split("|")]
         for index, run in enumerate(["round1", "round2"]):
             cell = models[cells[0]][run]
-            shown_cells = cells[1 + 4 * index : 5 + 4 * index]
+            shown_cells = cells[1 + 5 * index : 6 + 5 * index]
             if cell is None:
-                assert shown_cells == ["absent", "", "", ""]
+                assert shown_cells == ["absent", "", "", "", ""]
             else:
                 assert shown_cells == [
                     str(cell["rank"]),
                     str(cell["group"]),
+                    f"{cell['avg']:.4f}",
                     f"{cell['mu']:.4f} ± {cell['sigma']:.4f}",
                     f"[{cell['lo']:.4f}, {cell['hi']:.4f}]",
                 ]

@@ -1,8 +1,10 @@
-"""The live terminal view as a user sees it: ``watch`` in a real tmux pane."""
+"""The terminal view as a user sees it: ``watch``, ``status`` and ``score`` in a
+real tmux pane, at the widths terminals have."""
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -11,8 +13,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rich.cells import cell_len
 
-from tests.services import free_port
+from monitor import Monitor
+from monitor.stores.sqlite import SqliteStore
+from tests.monitor.screens import leaderboard_of
+from tests.services import free_port, require_binary
+
+# Each test starts a tmux server of its own.
+pytestmark = pytest.mark.services
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,6 +57,7 @@ class Pane:
 
 @pytest.fixture
 def pane(tmp_path: Path) -> Iterator[Pane]:
+    require_binary("tmux")
     pane = Pane(tmp_path / "tmux.sock")
     yield pane
     subprocess.run(["tmux", "-S", str(pane.socket), "kill-server"], capture_output=True)
@@ -135,3 +145,117 @@ def test_watch_http_draws_the_same_view_with_its_events(
     assert f"{stream}:701: rejected: invalid JSON" in screen
     pane.tmux("send-keys", "-t", "view", "C-c")
     assert "EXITED 0" in pane.wait_for("EXITED")
+
+
+def quick_start_screen(pane: Pane, tmp_path: Path, width: int) -> dict[str, list[str]]:
+    """The quick start's watch, then status and score, in a pane ``width`` wide.
+
+    Sections by command; lines the terminal wrapped joined again (so a line
+    wider than the pane shows as one), trailing blanks cut.
+    """
+    for name in ("aime25.jsonl", "aime25.toml"):
+        (tmp_path / name).write_bytes((ROOT / "examples" / name).read_bytes())
+    monitor = shlex.join([sys.executable, "-m", "monitor"])
+    script = tmp_path / "quick_start.sh"
+    script.write_text(
+        f"cd {shlex.quote(str(tmp_path))}\n"
+        "echo '=== watch'\n"
+        f"{monitor} watch aime25.jsonl --config aime25.toml\n"
+        "echo '=== status'\n"
+        f"{monitor} status\n"
+        "echo '=== status --groups both'\n"
+        f"{monitor} status --groups both\n"
+        "echo '=== score'\n"
+        f"{monitor} score aime25.jsonl --question-count 30\n"
+    )
+    start(pane, ["sh", str(script)], width=width, height=400)
+    pane.wait_for("EXITED", timeout_s=120)
+    screen = pane.tmux("capture-pane", "-p", "-J", "-t", "view", "-S", "-", "-E", "-")
+    sections: dict[str, list[str]] = {}
+    lines: list[str] = []
+    for line in screen.splitlines():
+        if line.startswith("=== "):
+            lines = sections.setdefault(line[4:].strip(), [])
+        elif line.startswith("EXITED"):
+            assert line == "EXITED 0"
+            break
+        elif line.strip():
+            lines.append(line.rstrip())
+    return sections
+
+
+@pytest.mark.parametrize("width", [80, 100, 140])
+def test_the_quick_start_fits_the_terminal_without_losing_a_name_or_a_number(
+    pane: Pane, tmp_path: Path, width: int
+) -> None:
+    sections = quick_start_screen(pane, tmp_path, width)
+    assert set(sections) == {"watch", "status", "status --groups both", "score"}
+    state = SqliteStore(tmp_path / "aime25.jsonl.monitor.db", read_only=True)
+    with Monitor(state) as monitor:
+        status = monitor.status("aime25")
+    assert len(status.models) == 11
+    for command, lines in sections.items():
+        assert max(cell_len(line) for line in lines) <= width, command
+        assert not [line for line in lines if "…" in line], command
+        headers, rows = leaderboard_of(lines)
+        assert [row["model"] for row in rows] == [m.model for m in status.models]
+        assert [row["rank"] for row in rows] == [str(n) for n in range(1, 12)]
+        assert headers[headers.index("avg") + 1] == "mu", command
+        assert all(re.fullmatch(r"0\.\d{4}", row["mu"]) for row in rows)
+        groups = [header for header in headers if "group" in header]
+        both = ["settled group", "CI group"]
+        assert groups == (both if command == "status --groups both" else ["group"])
+        if command == "score":
+            continue
+        # Every model needs trials here: the forecast with its unit.
+        assert all(re.fullmatch(r"~[\d,]+ trials", row["needs"]) for row in rows)
+        text = " ".join(" ".join(lines).split())
+        assert "P(llm11 better) >99.99%" in text and "rho" not in text
+        assert re.search(r"llm09 vs llm07: z 1\.74, needs \d\.\d\d to settle", text)
+        assert "next: run the trials `next` plans for the 11 models that need them" in (
+            text
+        )
+        assert lines[-1] == (
+            "  scorio-monitor next --state aime25.jsonl.monitor.db --run aime25 "
+            "--budget 100"
+        )
+
+
+def test_long_org_model_names_show_whole_at_80_columns(
+    pane: Pane, tmp_path: Path
+) -> None:
+    models = (
+        "meta-llama/Llama-3.1-70B-Instruct",
+        "Qwen/Qwen3-235B-A22B-Thinking-2507-FP8",
+    )
+    stream = tmp_path / "long.jsonl"
+    stream.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "run": "r",
+                    "model": model,
+                    "question": question,
+                    "trial": 0,
+                    "correct": (question + index) % 3 > 0,
+                }
+            )
+            + "\n"
+            for index, model in enumerate(models)
+            for question in range(12)
+        )
+    )
+    start(
+        pane,
+        [sys.executable, "-m", "monitor", "watch", str(stream)],
+        width=80,
+        height=200,
+    )
+    pane.wait_for("EXITED")
+    screen = pane.tmux("capture-pane", "-p", "-J", "-t", "view", "-S", "-", "-E", "-")
+    lines = [line.rstrip() for line in screen.splitlines()]
+    assert max(cell_len(line) for line in lines) <= 80
+    assert not [line for line in lines if "…" in line]
+    headers, rows = leaderboard_of(lines)
+    assert sorted(row["model"] for row in rows) == sorted(models)
+    assert {"rank", "group", "model", "avg", "mu"} <= set(headers)

@@ -39,7 +39,7 @@ def test_the_header_keeps_each_phrase_on_one_line(width: int) -> None:
     monitor = example_monitor()
     status = monitor.status("aime25")
     lines = rendered(monitor, width)
-    assert lines[0] == "aime25  ·  M=30  ·  rule sequential  ·  running"
+    assert lines[0] == "aime25  ·  M=30 questions  ·  rule sequential  ·  running"
     assert lines[1] == (
         f"{status.trials:,} trials, {status.duplicates} duplicates, "
         f"{plural(status.corrections, 'correction')}, {status.rejected} rejected"
@@ -69,7 +69,8 @@ def test_an_open_pair_shows_the_z_it_must_reach() -> None:
     pair = open_pairs[0]
     assert pair.threshold is not None
     assert (
-        f"{pair.a} vs {pair.b}: z={pair.z:.2f} of {pair.threshold:.2f} needed" in text
+        f"{pair.a} vs {pair.b}: z {pair.z:.2f}, needs {pair.threshold:.2f} to settle"
+        in text
     )
     # Unsettled means below the boundary the rule asks for.
     assert all(pair.z < pair.threshold for pair in open_pairs if pair.threshold)
@@ -106,10 +107,12 @@ def test_watch_and_score_name_their_groupings_and_agree_on_the_ci_one(
     )
     settled = {row["model"]: row["group"] for row in status["models"]}
     assert settled != ci_groups  # the example is where the two differ
-    assert main(["status", "--state", str(tmp_path / "aime25.jsonl.monitor.db")]) == 0
+    state = str(tmp_path / "aime25.jsonl.monitor.db")
+    assert main(["status", "--state", state, "--groups", "both"]) == 0
     watched = " ".join(capsys.readouterr().out.split())
     assert "settled group" in watched and "CI group" in watched
-    assert "settled group: models split only where the stopping rule" in watched
+    assert "settled group: models the stopping rule has not yet told apart" in watched
+    assert "CI group: the paper's Table 1" in watched
     assert main(["score", str(stream), "--question-count", "30"]) == 0
     scored = " ".join(capsys.readouterr().out.split())
-    assert "CI group: the paper's Table 1" in scored
+    assert "group: the paper's Table 1" in scored
