@@ -1,10 +1,12 @@
-"""Take ``docs/dashboard.png``: the live dashboard over the example run.
+"""Take ``docs/dashboard.png`` (1400 px) and ``docs/dashboard-phone.png`` (390 px).
 
 Serves an in-memory monitor with the run of ``examples/aime25.toml`` (the
 paper's 11 models, 30 questions, a budget of 80 trials per question), posts
 ``examples/aime25.jsonl`` over HTTP in 20 batches so the ranking trace has
 points, and photographs the page in the same headless Chromium the tests
-use (``tests/monitor/test_dashboard.py``). Run from the repository root:
+use. The state is :func:`tests.monitor.dashboard_screens.example_board`'s,
+the one ``tests/monitor/test_dashboard_layout.py`` measures; a page that
+overflows its screen is not photographed. Run from the repository root:
 
     .venv/bin/python docs/make_screenshot.py
 """
@@ -12,79 +14,59 @@ use (``tests/monitor/test_dashboard.py``). Run from the repository root:
 from __future__ import annotations
 
 import asyncio
-import json
 import tempfile
-import tomllib
 from pathlib import Path
 from typing import Final, cast
 
-import httpx
 from selenium import webdriver
 
-from monitor import Monitor, RunConfig
-from monitor.config import HttpSettings
-from monitor.http.app import create_app
-from monitor.service.service import Service
-from tests.helpers import serving
-from tests.monitor.test_dashboard import Page, chromium
+from tests.monitor.dashboard_screens import (
+    DESKTOP,
+    PHONE,
+    Screen,
+    emulate,
+    example_board,
+    overflow,
+)
+from tests.monitor.test_dashboard import chromium
 
 ROOT: Final = Path(__file__).resolve().parent.parent
-BATCHES: Final = 20
-WIDTH_PX: Final = 1440
+# The phone's picture ends below the leaderboard: what its first two
+# screens show (the whole page is four times as long).
+PHONE_LAST: Final = ".area-leaderboard"
 
 
-async def feed(client: httpx.AsyncClient, run: str, lines: list[str]) -> None:
-    """Post the stream in batches, the way a harness would send it."""
-    size = -(-len(lines) // BATCHES)
-    for start in range(0, len(lines), size):
-        batch = []
-        for line in lines[start : start + size]:
-            try:
-                batch.append(json.loads(line))
-            except ValueError:
-                # A broken line goes alone, so the page counts one rejection.
-                await client.post(f"/runs/{run}/trials", content=line)
-        await client.post(f"/runs/{run}/trials", json=batch)
-        await asyncio.sleep(0.2)  # let a status refresh land between batches
-
-
-async def photograph(driver: webdriver.Chrome, target: Path) -> None:
-    config = RunConfig(**tomllib.loads((ROOT / "examples" / "aime25.toml").read_text()))
-    lines = (ROOT / "examples" / "aime25.jsonl").read_text().splitlines()
-    monitor = Monitor()
-    monitor.configure(config)
-    async with (
-        Service(monitor) as service,
-        serving(create_app(service, HttpSettings())) as base,
-        httpx.AsyncClient(base_url=base) as client,
-    ):
-        page = Page(driver)
-        await page.open(f"{base}/")
-        await feed(client, config.run, lines)
-        status = (await client.get(f"/runs/{config.run}/status")).json()
-        await page.wait_for(f"document.body.dataset.trials === '{status['trials']}'")
-        await asyncio.sleep(0.3)  # the last frame
-        height = cast(int, await page.script("return document.body.scrollHeight;"))
-        # The whole page in one viewport: no scroll bar, nothing cut off.
-        metrics = {"width": WIDTH_PX, "height": height}
-        await asyncio.to_thread(
-            driver.execute_cdp_cmd,
-            "Emulation.setDeviceMetricsOverride",
-            {**metrics, "deviceScaleFactor": 1, "mobile": False},
+async def photograph(
+    driver: webdriver.Chrome, screen: Screen, target: Path, last: str | None = None
+) -> None:
+    async with example_board(driver, screen) as page:
+        found = await overflow(page)
+        if found.page > screen.width or found.tiles or found.cards:
+            raise SystemExit(f"the page overflows at {screen.width} px: {found}")
+        # The whole page (or down to `last`) in one viewport: nothing cut off.
+        bottom = (
+            "document.documentElement.scrollHeight"
+            if last is None
+            else f"document.querySelector('{last}').getBoundingClientRect().bottom + 12"
         )
-        await asyncio.sleep(0.3)
+        height = cast(float, await page.script(f"return Math.ceil({bottom});"))
+        await emulate(driver, screen, height=int(height))
+        await asyncio.sleep(0.3)  # the frame at the new size
         await asyncio.to_thread(driver.save_screenshot, str(target))
-        await page.open("about:blank")
 
 
 def main() -> None:
-    target = ROOT / "docs" / "dashboard.png"
+    shots = [
+        (DESKTOP, ROOT / "docs" / "dashboard.png", None),
+        (PHONE, ROOT / "docs" / "dashboard-phone.png", PHONE_LAST),
+    ]
     with (
         tempfile.TemporaryDirectory() as profile,
-        chromium(Path(profile), width=WIDTH_PX, height=1000) as driver,
+        chromium(Path(profile), width=DESKTOP.width, height=DESKTOP.height) as driver,
     ):
-        asyncio.run(photograph(driver, target))
-    print(f"wrote {target}")
+        for screen, target, last in shots:
+            asyncio.run(photograph(driver, screen, target, last))
+            print(f"wrote {target}")
 
 
 if __name__ == "__main__":

@@ -187,7 +187,8 @@ class TrialSource(Protocol):
     def name(self) -> str: ...
 
     async def run(self, sink: IngestSink) -> None:
-        """Consume forever (until cancelled)."""
+        """Consume until cancelled, or until a finite input ends (a file read
+        once): returning says that no more trials come from it."""
         ...
 
 

@@ -16,6 +16,7 @@ from types import FrameType
 
 from monitor.cli.common import listening_socket
 from monitor.engine.monitor import Monitor
+from monitor.stores.lock import has_writer
 from monitor.stores.sqlite import SqliteStore
 
 
@@ -45,7 +46,8 @@ def run_view(arguments: argparse.Namespace) -> int:
         async with Service(monitor) as service:
             metrics = metrics_renderer(lambda: service.snapshot)
             app = ReadOnly(
-                create_app(service, settings, metrics),
+                # The file's trials come from its writer: none once it closed.
+                create_app(service, settings, metrics, lambda: not has_writer(state)),
                 f"read-only: `scorio-monitor view` shows {state.name}; "
                 "trials go to `watch`, `ingest` or `serve`",
             )

@@ -3,7 +3,8 @@
 //
 // Data: GET runs, runs/{run}/config and runs/{run}/history once per run, then the
 // server-sent event stream runs/{run}/events ("status" messages carry a Status,
-// the other event types carry {seq, run, kind, subject, payload, ts}).
+// the other event types carry {seq, run, kind, subject, payload, ts}); GET
+// input (has the server's input ended?) when no trial comes.
 //
 // Safety: every string from the server reaches the DOM through textContent or
 // setAttribute, never innerHTML, so a model named "<img onerror=...>" is shown
@@ -15,15 +16,21 @@ const LOG_LIMIT = 200;
 const TRACE_LIMIT = 2000; // the server keeps at most 1,000 per run, thinned
 const RUNS_POLL_MS = 15000;
 const QUESTIONS_POLL_MS = 2000; // the per-question table: at most this often
+// Twenty colours that read on white, ordered so that entries up to three
+// apart differ clearly: names that differ only in their last character
+// (llm01, llm02, ...) hash to nearby entries.
 const PALETTE = [
-  "#4269d0", "#efb118", "#ff725c", "#6cc5b0", "#3ca951", "#ff8ab7",
-  "#a463f2", "#97bbf5", "#9c6b4e", "#9498a0", "#1f3a93", "#d4a017",
+  "#5a2d82", "#a12a2a", "#8a9a1b", "#0f8b8d", "#d45fd0",
+  "#9c6b4e", "#1f3a93", "#6cc5b0", "#efb118", "#ff8ab7",
+  "#39424e", "#4269d0", "#f28e2b", "#b8336a", "#2b6a3f",
+  "#97bbf5", "#a463f2", "#ff725c", "#3ca951", "#9498a0",
 ];
 
 // What one run's view holds; a run switch starts from a fresh copy.
 const fresh = () => ({
-  config: null, status: null, trace: [], events: [], source: null, colors: new Map(),
+  config: null, status: null, trace: [], events: [], source: null,
   questions: [], rejected: [], questionsAt: 0, questionsLoading: false, costs: [],
+  inputEnded: false,
 });
 const state = {
   run: null,
@@ -83,11 +90,21 @@ function ticks(low, high, count) {
   return values;
 }
 
-// Colours stay with a model for as long as its run is shown.
+// A model's colour comes from its name alone (FNV-1a, a 32-bit string hash,
+// into the palette): the same on every load, in every run and in the compare
+// view, whatever order the models arrive in. Two models may share one; their
+// labels tell them apart.
 function colorOf(model) {
-  if (!state.colors.has(model)) state.colors.set(model, PALETTE[state.colors.size % PALETTE.length]);
-  return state.colors.get(model);
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < model.length; i += 1) {
+    hash = Math.imul(hash ^ model.charCodeAt(i), 0x01000193);
+  }
+  return PALETTE[(hash >>> 0) % PALETTE.length];
 }
+
+// How many ticks an axis of `length` px holds: one per 64 px, two to six, so
+// that a phone's narrow axis keeps its labels apart.
+const tickCount = (length) => Math.max(2, Math.min(6, Math.round(length / 64)));
 
 // Size an SVG to its box; returns the width to draw in.
 function frame(plot, height) {
@@ -140,6 +157,7 @@ async function selectRun(run) {
   fillComparePicker(Array.from($("#run-picker").options, (option) => option.value));
   queueRender();
   try {
+    loadInput();
     const answers = [getJson(runPath(run, "config")), getJson(runPath(run, "history"))];
     const [config, history] = await Promise.all(answers);
     // The store's history: every kept look, so a restart or a finished run
@@ -185,6 +203,9 @@ function onStatus(status) {
     const order = status.models.map((row) => row.model);
     state.trace.push({ ts: Date.now() / 1000, trials: status.trials, order, mu });
     if (state.trace.length > TRACE_LIMIT) state.trace.shift();
+    // New trials: an input that had ended goes on (a writer came back), so
+    // it is asked again once they stop.
+    if (last !== undefined) state.inputEnded = false;
   }
   queueRender();
 }
@@ -213,7 +234,6 @@ function queueRender() {
 function render() {
   const status = state.status;
   if (status) {
-    status.models.forEach((row) => colorOf(row.model)); // first seen, first colour
     renderSummary(status);
     renderLeaderboard(status); // before the forest plot, which copies its rows
     renderForest(status);
@@ -267,7 +287,7 @@ function renderQuestions() {
     return el(
       "tr",
       { "data-question": row.question, "data-state": kind, class: "clickable", tabindex: 0, title: "click: this question's trials" },
-      el("td", { class: "model", "data-field": "question" }, row.question),
+      el("td", { class: "model key", "data-field": "question" }, row.question),
       el("td", { class: "num", "data-field": "trials" }, row.trials.toLocaleString("en-US")),
       el("td", { class: "num", "data-field": "mean" }, fixed(row.mean, 3)),
       el("td", { class: "num strong", "data-field": "spread" }, fixed(row.spread, 3)),
@@ -335,7 +355,13 @@ function trialsLeft(status) {
 
 const STALLED_AFTER_S = 30;
 const since = (seconds) =>
-  seconds < 90 ? `${Math.round(seconds)} s` : seconds < 5400 ? `${Math.round(seconds / 60)} min` : `${(seconds / 3600).toFixed(1)} h`;
+  seconds < 90
+    ? `${Math.round(seconds)} s`
+    : seconds < 5400
+      ? `${Math.round(seconds / 60)} min`
+      : seconds < 172800
+        ? `${(seconds / 3600).toFixed(1)} h`
+        : `${Math.round(seconds / 86400).toLocaleString("en-US")} days`;
 
 // Reported cost per minute over the last minute of statuses: seconds of
 // inference when trials report them, else tokens; null when none is reported.
@@ -351,15 +377,39 @@ function costRate() {
   return null;
 }
 
+// Whether the server's input has ended: a file read to its end (not
+// followed), a viewed state file whose writer closed. Trials may still come
+// otherwise, so a quiet feed then has stalled.
+async function loadInput() {
+  const generation = state.generation;
+  const answer = await getJson("input").catch(() => null);
+  if (answer === null || generation !== state.generation) return;
+  state.inputEnded = answer.ended === true;
+  if (state.status) renderPace(state.status);
+}
+
+// No trial for STALLED_AFTER_S (or too few looks to tell a pace).
+function isQuiet(status, pace = trialRate()) {
+  return status.trials > 0 && (pace === null || pace.idle >= STALLED_AFTER_S);
+}
+
 function renderPace(status) {
   const pace = trialRate();
   const rate = pace?.perMinute ?? null;
-  const stalled = pace !== null && pace.idle >= STALLED_AFTER_S;
-  setText("rate", rate === null ? "—" : `${Math.round(rate).toLocaleString("en-US")}/min`);
-  field("rate").dataset.stalled = String(stalled);
   const left = trialsLeft(status);
+  // Only a feed that should still send trials stalls: not a stable run, a
+  // spent budget or an input read to its end.
+  const done = status.stable || left === 0 || state.inputEnded;
+  const quiet = isQuiet(status, pace);
+  const stalled = !done && quiet && pace !== null;
+  const perMinute = rate === null ? "—" : `${Math.round(rate).toLocaleString("en-US")}/min`;
+  setText("rate", done && quiet ? "finished" : perMinute);
+  field("rate").dataset.stalled = String(stalled);
+  field("rate").dataset.finished = String(done && quiet);
   let eta = "no estimate yet";
-  if (left === 0 || status.stable) eta = "nothing left to run";
+  if (status.stable) eta = "stable: no trials needed";
+  else if (left === 0) eta = "nothing left to run";
+  else if (state.inputEnded) eta = left === null ? "input ended" : `input ended · ${approx(left)} trials left to run`;
   else if (stalled) eta = `stalled: no new trial for ${since(pace.idle)}`;
   else if (rate && left !== null) eta = `ETA ~${Math.ceil(left / rate).toLocaleString("en-US")} min for ${approx(left)} trials`;
   else if (left === null) eta = "no budget and no forecast: no end to estimate";
@@ -449,7 +499,7 @@ function renderLeaderboard(status) {
       { "data-model": row.model, "data-group": row.group, class: band },
       el("td", { class: "num", "data-field": "rank" }, row.rank),
       el("td", {}, el("span", { class: "group", "data-field": "group" }, row.group ?? "-")),
-      el("td", { class: "model" }, swatch, el("span", { "data-field": "model" }, row.model)),
+      el("td", { class: "model key" }, swatch, el("span", { "data-field": "model" }, row.model)),
       el("td", { class: "num strong", "data-field": "mu" }, fixed(row.mu)),
       el("td", { class: "num", "data-field": "avg" }, fixed(row.avg)),
       el("td", { class: "num", "data-field": "sigma" }, fixed(row.sigma)),
@@ -471,12 +521,12 @@ function renderMetrics(status) {
   const table = $("#metrics");
   table.hidden = names.length < 2; // avg alone is already in the leaderboard
   const head = names.map((name) => el("th", { class: "num", "data-metric": name }, name));
-  table.querySelector("thead tr").replaceChildren(el("th", {}, "Model"), ...head);
+  table.querySelector("thead tr").replaceChildren(el("th", { class: "key" }, "Model"), ...head);
   const rows = status.models.map((row) =>
     el(
       "tr",
       { "data-model": row.model },
-      el("td", { class: "model" }, row.model),
+      el("td", { class: "model key" }, row.model),
       ...names.map((name) => {
         const value = row.metrics?.[name];
         const title = value ? `${name}: ${fixed(value.lo)} – ${fixed(value.hi)}` : "";
@@ -509,7 +559,7 @@ function renderPairs(status) {
     return el(
       "tr",
       { "data-pair": `${pair.a}|${pair.b}`, "data-state": kind },
-      el("td", { class: "model" }, `${pair.a} › ${pair.b}`),
+      el("td", { class: "model key" }, `${pair.a} › ${pair.b}`),
       el("td", { class: "num", "data-field": "z" }, fixed(pair.z)),
       el("td", { class: "num muted", "data-field": "threshold" }, fixed(pair.threshold ?? null, 2)),
       el("td", { class: "num", "data-field": "rho" }, fixed(pair.rho)),
@@ -549,7 +599,7 @@ function renderForest(status) {
       svg("text", label, `G${block.group}`),
     );
   }
-  for (const tick of ticks(low - pad, high + pad, 6)) {
+  for (const tick of ticks(low - pad, high + pad, tickCount(x(high + pad) - x(low - pad)))) {
     const at = x(tick);
     parts.push(
       svg("line", { class: "grid", x1: at, x2: at, y1: first, y2: last }),
@@ -613,7 +663,7 @@ function renderTrace() {
   const [top, bottom] = [margin.top, height - margin.bottom];
   const y = scale(low - pad, high + pad, bottom, top);
   const yTicks = ticks(low - pad, high + pad, 5);
-  const xTicks = last > first ? ticks(first, last, 6) : [first];
+  const xTicks = last > first ? ticks(first, last, tickCount(width - margin.left - margin.right)) : [first];
   const parts = traceAxes(x, y, { xTicks, yTicks, width, height, margin });
   const ends = [];
   for (const model of models) {
@@ -718,8 +768,13 @@ function start() {
   });
   loadRuns();
   setInterval(loadRuns, RUNS_POLL_MS); // new runs appear without a reload
-  // A stalled feed sends no statuses: the pace is redrawn on the clock.
-  setInterval(() => state.status && renderPace(state.status), PACE_REDRAW_MS);
+  // A stalled feed sends no statuses: the pace is redrawn on the clock, and
+  // while no trial comes the server is asked whether its input has ended.
+  setInterval(() => {
+    if (!state.status) return;
+    if (!state.inputEnded && isQuiet(state.status)) loadInput();
+    renderPace(state.status);
+  }, PACE_REDRAW_MS);
 }
 
 // After every deferred script (compare.js, trials.js) has run.

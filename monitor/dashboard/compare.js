@@ -4,8 +4,8 @@
 // monitor/engine/comparison.py) every COMPARE_POLL_MS and draws a table
 // (model x run: rank, group, mu, interval; "absent" where a run has no such
 // model) and a forest plot with one interval per run in the run's colour.
-// Uses app.js's helpers (el, svg, fixed, frame, scale, ticks, shorten). The
-// "Compare with" picker is filled here for both views.
+// Uses app.js's helpers (el, svg, fixed, frame, scale, ticks, tickCount,
+// shorten, colorOf). The "Compare with" picker is filled here for both views.
 //
 // Safety: as in app.js, server strings reach the DOM only through
 // textContent (text nodes) and setAttribute.
@@ -131,7 +131,7 @@ function renderCompareExports(runs, data) {
 function renderCompareTable(runs, models) {
   const [top, sub] = $("#compare-table thead").rows;
   top.replaceChildren(
-    el("th", { rowspan: 2 }, "Model"),
+    el("th", { rowspan: 2, class: "key" }, "Model"),
     ...runs.map((run, index) => {
       const swatch = el("span", { class: "swatch", style: `background:${runColor(index)}` });
       return el("th", { colspan: 4, class: "run-head", "data-run": run }, swatch, run);
@@ -149,7 +149,12 @@ function renderCompareTable(runs, models) {
     el(
       "tr",
       { "data-model": model.model },
-      el("td", { class: "model", "data-field": "model" }, model.model),
+      el(
+        "td",
+        { class: "model key" },
+        el("span", { class: "swatch", style: `background:${colorOf(model.model)}` }),
+        el("span", { "data-field": "model" }, model.model),
+      ),
       ...runs.flatMap((run) => {
         const cell = model.runs[run];
         if (cell === null || cell === undefined) {
@@ -183,7 +188,7 @@ function renderCompareForest(runs, models) {
   const pad = (high - low) * 0.04 || 0.01;
   const x = scale(low - pad, high + pad, 20 + 7 * longest, width - 16);
   const parts = [];
-  for (const tick of ticks(low - pad, high + pad, 6)) {
+  for (const tick of ticks(low - pad, high + pad, tickCount(x(high + pad) - x(low - pad)))) {
     const at = x(tick);
     parts.push(
       svg("line", { class: "grid", x1: at, x2: at, y1: top - 4, y2: height - 4 }),

@@ -122,9 +122,18 @@ class NextAsk(BaseModel):
 
 
 def create_app(
-    service: Service, settings: HttpSettings, metrics: MetricsRenderer | None = None
+    service: Service,
+    settings: HttpSettings,
+    metrics: MetricsRenderer | None = None,
+    input_ended: Callable[[], bool] | None = None,
 ) -> FastAPI:
-    """The API and dashboard for one service."""
+    """The API and dashboard for one service.
+
+    ``input_ended`` says whether more trials can still come (``GET /input``,
+    the dashboard's Pace tile); by default, whether the service's sources
+    have all read their input to the end.
+    """
+    ended = input_ended or (lambda: service.input_ended)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[AppState]:
@@ -161,6 +170,10 @@ def create_app(
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
+
+    @app.get("/input")
+    async def input_state() -> dict[str, bool]:
+        return {"ended": ended()}
 
     @app.get("/metrics", response_class=Response)
     async def prometheus(request: Request) -> Response:

@@ -123,6 +123,7 @@ class Service:
         self._rejections = RecentRejections()
         self._failure: SourceConflictError | None = None
         self._failed = asyncio.Event()
+        self._sources_ended = 0
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -138,7 +139,7 @@ class Service:
         await self._group.__aenter__()
         self._state = Lifecycle.RUNNING
         for source in self._sources:
-            self._spawn(f"source:{source.name}", functools.partial(source.run, self))
+            self._spawn(f"source:{source.name}", functools.partial(self._read, source))
         for publisher in self._publishers:
             self._spawn(f"publisher:{publisher.name}", publisher.run)
         self._spawn("status", self._refresh_statuses)
@@ -177,6 +178,13 @@ class Service:
     @property
     def failure(self) -> SourceConflictError | None:
         return self._failure
+
+    @property
+    def input_ended(self) -> bool:
+        """Whether every source has read its input to the end (a file read
+        once, not followed), so no more trials come from them; False without
+        sources, whose trials come over HTTP."""
+        return 0 < len(self._sources) == self._sources_ended
 
     @property
     def snapshot(self) -> Snapshot:
@@ -414,6 +422,12 @@ class Service:
                 last_full = self._clock()
             else:
                 await self.call(self._monitor.look_pending)
+
+    async def _read(self, source: TrialSource) -> None:
+        await source.run(self)
+        # A source returns only when its input ended; one that fails is
+        # restarted by its supervisor and has not ended.
+        self._sources_ended += 1
 
     def _spawn(self, name: str, work: Callable[[], Awaitable[None]]) -> None:
         if self._group is None:

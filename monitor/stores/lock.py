@@ -26,6 +26,15 @@ class StateFileBusyError(StoreError):
     """
 
 
+def has_writer(path: Path) -> bool:
+    """Whether a writer has the state file open: its lock file exists.
+
+    A writer removes the file when it closes; one that died leaves it. So a
+    no is certain, a yes may name a writer that is gone.
+    """
+    return Path(f"{path}.lock").exists()
+
+
 class WriterLock:
     """The exclusive lock of one state file's writer.
 

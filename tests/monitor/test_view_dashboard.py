@@ -1,7 +1,9 @@
 """``view STATE`` and the store's history in a real headless Chromium.
 
 A finished state file opens read-only with its whole ranking trace; the Pace
-tile of a stalled feed says it stalled, and its ETA counts the forecasts.
+tile of a stalled feed says it stalled (a viewed file while its writer has
+it open), and its ETA counts the forecasts; a viewed file whose writer closed
+is finished.
 """
 
 from __future__ import annotations
@@ -111,6 +113,33 @@ def test_view_serves_a_finished_state_file_read_only_with_every_look(
             )
             assert vertices == len(history)
             assert await page.console_errors() == []
+
+        asyncio.run(check())
+
+
+def test_a_viewed_state_file_has_stalled_while_written_and_is_finished_once_closed(
+    viewer: str, finished_state: Path, tmp_path: Path
+) -> None:
+    rate = "document.querySelector('[data-field=rate]')"
+    with chromium(tmp_path / "profile") as driver:
+        page = Page(driver)
+
+        async def check() -> None:
+            # Its last trial is long past (the fixture's clock): quiet from the start.
+            with Monitor(finished_state):  # a writer that sends nothing
+                assert httpx.get(f"{viewer}/input", timeout=10).json() == {
+                    "ended": False
+                }
+                await page.open(f"{viewer}/?run=aime25")
+                await page.wait_for(f"{rate}.dataset.stalled === 'true'", timeout_s=15)
+                eta = cast(str, await page.script(READ_ETA))
+                assert re.fullmatch(r"stalled: no new trial for [\d,]+ days", eta), eta
+            assert httpx.get(f"{viewer}/input", timeout=10).json() == {"ended": True}
+            await page.wait_for(f"{rate}.textContent === 'finished'", timeout_s=15)
+            eta = cast(str, await page.script(READ_ETA))
+            assert eta.startswith("input ended"), eta
+            assert await page.script(f"return {rate}.dataset.stalled;") == "false"
+            await page.open("about:blank")
 
         asyncio.run(check())
 
