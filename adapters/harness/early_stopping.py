@@ -6,8 +6,10 @@ It reads the monitor that :class:`~adapters.harness.inspect_ai.MonitorHook`
 (or any other reporter) feeds, and lets a sample-epoch through only on a
 reservation (``next``): so every sample-epoch it runs is in flight at the
 monitor until reported, and no question goes past
-``max_trials_per_question`` at any concurrency. :func:`skip_reason` is its
-judgement of a model, a pure function of the monitor's answers.
+``max_trials_per_question`` at any concurrency or load (without a
+reservation, a capped run's sample-epoch is skipped, never run).
+:func:`skip_reason` is its judgement of a model, a pure function of the
+monitor's answers.
 """
 
 from __future__ import annotations
@@ -103,8 +105,15 @@ class _TaskRun:
     known: set[str] = field(default_factory=set)
     # Questions let through once without a reservation (never planned).
     unseen: set[str] = field(default_factory=set)
-    # Of those, the ones no plan has named since.
-    unreserved: set[str] = field(default_factory=set)
+    # Sample-epochs let through without a reservation, per question, that no
+    # reservation has been held back for yet (their reports settle one).
+    unreserved: Counter[str] = field(default_factory=Counter)
+    # The run's max_trials_per_question, from the last status that said
+    # (None: no cap), once a status said (cap_known).
+    cap: int | None = None
+    cap_known: bool = False
+    # False over MQTT: it has statuses, not plans.
+    plans: bool = True
     # The questions the run's config lists (None: not read yet).
     listed: frozenset[str] | None = None
     taken_s: float = -math.inf
@@ -141,10 +150,15 @@ class MonitorEarlyStopping:
     reported, so no question ever exceeds ``max_trials_per_question``, at
     any concurrency and with several evals at once; a question allocation
     passes over (it has more trials than others, or used its budget) is
-    skipped. Exceptions, where it cannot reserve: the monitor cannot be
-    reached or does not know the run yet, the status lists fewer than
-    ``min_models`` models, or (an open run) the monitor has never seen the
-    question: those sample-epochs run.
+    skipped. Where it cannot reserve (the monitor cannot be reached, or
+    answers neither within the wait budget nor at all), a run with a cap
+    (``max_trials_per_question``) skips the sample-epoch: the cap holds
+    whatever the monitor's pace or the machine's load. Sample-epochs run
+    unreserved only where no cap is known (the run has none, the monitor
+    has not said yet, or does not know the run), over MQTT, and once per
+    question the monitor has never named nor listed (an open run's new
+    question, to show it); the next plan that names such a question holds
+    a trial back for each.
 
     It can only skip, never add or reorder sample-epochs: give the task a
     generous ``epochs`` (the most trials per question worth paying for) and
@@ -168,12 +182,15 @@ class MonitorEarlyStopping:
             sample-epoch takes. Reservations a task run did not use are
             given back when it ends.
         wait_budget_s: How long a task run waits, in all, for a monitor
-            that does not answer. A look that finds no answer within what is
-            left of it takes the monitor for away: sample-epochs run
-            (without reservations, so the cap is not enforced meanwhile) and
-            looks in the background, which never hold a sample-epoch up,
-            find it again (and refill the budget). A monitor that answers,
-            however slowly, costs nothing from it. A state file (the
+            that does not answer, until it knows the run's cap. A look that
+            finds no answer within what is left of it takes the monitor for
+            away: sample-epochs run (without reservations) and looks in the
+            background, which never hold a sample-epoch up, find it again
+            (and refill the budget). A monitor that answers, however
+            slowly, costs nothing from it. Once a status gave the run's
+            cap, every look waits for its answer (the transport's own
+            timeout bounds it), and while the monitor is away sample-epochs
+            without a reservation are skipped. A state file (the
             environment's ``SCORIO_MONITOR_STATE``) is always waited for.
         clock: Monotonic seconds.
     """
@@ -275,6 +292,11 @@ class MonitorEarlyStopping:
             "skipped": task.skipped,
         }
 
+    def _looked(self, task: _TaskRun, status: Status | None) -> None:
+        task.status, task.taken_s = status, self._clock()
+        if status is not None:
+            task.cap, task.cap_known = status.max_trials_per_question, True
+
     def _current(self) -> _TaskRun | None:
         if len(self._tasks) == 1:
             return next(iter(self._tasks.values()))
@@ -284,29 +306,29 @@ class MonitorEarlyStopping:
         """Why to skip ``question`` now, or None to run it (holding the lock)."""
         client = await self._client(task)
         if client is None:
-            return None
+            return self._unreserved(task, question, "the monitor cannot be reached")
         if task.away or client.monitor_away:
-            # Never wait on a monitor that did not answer: this sample-epoch
-            # runs, and a look in the background finds the monitor again.
+            # Never wait on a monitor that did not answer: a look in the
+            # background finds the monitor again.
             if task.probe is None or task.probe.done():
                 task.probe = asyncio.create_task(
                     self._probe(task, client), name=f"early-stopping-probe-{task.run}"
                 )
-            return None
-        now = self._clock()
-        if now - task.taken_s >= self._refresh_s:
-            task.taken_s = now
+            return self._unreserved(task, question, "the monitor is away")
+        if self._clock() - task.taken_s >= self._refresh_s:
             try:
-                task.status = await self._read(task, client.status(task.run))
+                self._looked(task, await self._read(task, client.status(task.run)))
             except UnknownRunError:
                 # A state file opened before the run's first trial does not
                 # list it: open it again at a later look.
-                task.status = None
+                self._looked(task, None)
+                # A run the monitor does not know has no cap.
+                task.cap, task.cap_known = None, True
                 await self._close(task)
-                return None
+                return self._unreserved(task, question, "the run is not known yet")
         status = task.status
         if status is None:
-            return None
+            return self._unreserved(task, question, "the monitor did not answer")
         if len(status.models) >= self._min_models:
             reason = skip_reason(status, None, (), task.model, question)
             if reason is not None:
@@ -327,18 +349,17 @@ class MonitorEarlyStopping:
                     ),
                 )
             except UnknownRunError:
-                return None
+                plan = None
             if plan is None:
-                return None
+                return self._unreserved(task, question, "the monitor gave no plan")
             for item in plan:
-                task.held[item.question] += item.trials
                 task.known.add(item.question)
                 task.reserved += item.trials
-                if item.question in task.unreserved:
-                    # A sample-epoch of it runs unreserved: its report will
-                    # settle one of these, so one fewer runs.
-                    task.unreserved.discard(item.question)
-                    task.held[item.question] -= 1
+                # Sample-epochs of it ran unreserved: their reports will
+                # settle as many of these, so as many fewer run.
+                kept = min(task.unreserved[item.question], item.trials)
+                task.unreserved[item.question] -= kept
+                task.held[item.question] += item.trials - kept
         if task.held[question] > 0:
             task.held[question] -= 1
             return None
@@ -351,11 +372,32 @@ class MonitorEarlyStopping:
             # plan names only questions it has seen (a question the config
             # lists it knows). One sample-epoch runs unreserved to show it.
             task.unseen.add(question)
-            task.unreserved.add(question)
+            task.unreserved[question] += 1
             return None
         return (
             f"allocation asks for other questions of {task.model} first "
             "(or this one has used its budget)"
+        )
+
+    def _unreserved(self, task: _TaskRun, question: str, why: str) -> str | None:
+        """Run ``question`` without asking the monitor, or say why not.
+
+        A trial held from an earlier plan still runs. Beyond that, a run
+        with a cap gets no sample-epoch the monitor has not reserved: the
+        cap is a guarantee, whatever the monitor's pace. A run without one,
+        a monitor that never answered (it cannot say the cap) or one with
+        no plans (MQTT) runs it, and the next plan that names the question
+        holds one trial back for it.
+        """
+        if task.held[question] > 0:
+            task.held[question] -= 1
+            return None
+        if task.cap is None or not task.plans:
+            task.unreserved[question] += 1
+            return None
+        return (
+            f"no reservation for {question} ({why}): run {task.run!r} caps it at "
+            f"{task.cap} trials per question"
         )
 
     async def _client(self, task: _TaskRun) -> AsyncMonitorClient | None:
@@ -383,11 +425,10 @@ class MonitorEarlyStopping:
             client = await self._client(task)
             if client is None:
                 return
-            task.taken_s = self._clock()
             try:
-                task.status = await self._read(task, client.status(task.run))
+                self._looked(task, await self._read(task, client.status(task.run)))
             except UnknownRunError:
-                task.status = None
+                self._looked(task, None)
                 await self._close(task)
 
     async def _probe(self, task: _TaskRun, client: AsyncMonitorClient) -> None:
@@ -400,7 +441,7 @@ class MonitorEarlyStopping:
         except MonitorError:
             return
         async with task.lock:
-            task.status, task.taken_s = status, self._clock()
+            self._looked(task, status)
             task.away, task.wait_left_s = False, task.wait_budget_s
 
     async def _give_back(self, task: _TaskRun) -> None:
@@ -450,8 +491,15 @@ class MonitorEarlyStopping:
             UnknownRunError: when the monitor does not know the run.
         """
         started = self._clock()
+        # Until a status said the run has no cap (or no plans: MQTT), wait
+        # for the answer (the transport's timeout bounds it): a capped run's
+        # sample-epoch runs only on a reservation, so a slow answer taken
+        # for none would cost the sample-epoch or, before the cap is known,
+        # the cap.
+        budgeted = task.cap_known and (task.cap is None or not task.plans)
+        wait_s = task.wait_left_s if budgeted else None
         try:
-            async with asyncio.timeout(task.wait_left_s):
+            async with asyncio.timeout(wait_s):
                 return await answer
         except TimeoutError:
             # No answer within the budget: take the monitor for away.
@@ -463,7 +511,8 @@ class MonitorEarlyStopping:
             )
             return None
         except NotImplementedError:
-            return None  # over MQTT: no plans
+            task.plans = False  # over MQTT: no plans, so no reservations
+            return None
         except UnknownRunError:
             raise  # the caller decides
         except MonitorError as exc:

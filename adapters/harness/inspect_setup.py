@@ -33,13 +33,16 @@ from inspect_ai.scorer import (
 from adapters.harness.client import AsyncMonitorClient, transport_for
 from adapters.harness.retry import Retry
 from adapters.harness.transports import (
+    EXTRA_OF_SCHEME,
     EmbeddedTransport,
     StateFileTransport,
+    Transport,
     check_run,
 )
 from monitor.engine.monitor import Monitor
 from monitor.errors import ConfigError, MonitorError, UnknownRunError
 from monitor.schema import RunConfig
+from monitor.stores.factory import missing_extra_message
 from monitor.stores.sqlite import SqliteStore
 
 log = logging.getLogger(__name__)
@@ -90,7 +93,7 @@ class InspectSettings:
             raise ConfigError(f"set exactly one of {URL} and {STATE}")
         try:
             if url is not None:
-                transport_for(url)  # checks the URL
+                _transport(url)  # checks the URL, and that its library is here
             if environ.get("SCORIO_MONITOR_RUN"):
                 check_run(environ["SCORIO_MONITOR_RUN"])
             settings = cls(
@@ -119,6 +122,34 @@ class InspectSettings:
                 "and SCORIO_MONITOR_FLUSH_INTERVAL_S > 0"
             )
         return settings
+
+
+def _transport(
+    url: str,
+    *,
+    token: str | None = None,
+    topic_prefix: str = "scorio",
+    timeout_s: float = 10.0,
+    check_timeout_s: float = FIRST_CONTACT_S,
+) -> Transport:
+    """The URL's transport; a missing library becomes a ConfigError naming
+    its extra (``[inspect]`` has no MQTT library), which the hook says once."""
+    try:
+        return transport_for(
+            url,
+            token=token,
+            topic_prefix=topic_prefix,
+            timeout_s=timeout_s,
+            check_timeout_s=check_timeout_s,
+        )
+    except ModuleNotFoundError as exc:
+        scheme = url.partition(":")[0].lower()
+        library = (exc.name or "").partition(".")[0] or None
+        raise ConfigError(
+            missing_extra_message(
+                f"{URL}={scheme}://...", EXTRA_OF_SCHEME[scheme], library
+            )
+        ) from exc
 
 
 def _categories(text: str | None) -> Mapping[str, int]:
@@ -158,9 +189,11 @@ async def connect(
 
     Raises:
         StoreError: when the state file cannot be opened.
+        ConfigError: when the URL's transport library is not installed (it
+            names the extra to install).
     """
     if settings.url is not None:
-        transport = transport_for(
+        transport = _transport(
             settings.url,
             token=settings.token,
             topic_prefix=settings.topic_prefix,

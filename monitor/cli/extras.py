@@ -2,7 +2,7 @@
 
 The base install carries what ``watch``, ``score``, ``status``, ``next``,
 ``ingest``, ``simulate`` and the Python API need; the service's libraries
-come with extras (``pip install 'scorio-monitor[http]'``). A command imports
+come with extras (``pip install '.[http]'`` from a checkout). A command imports
 them only when it uses them, so a missing one shows up as a
 :class:`ModuleNotFoundError` naming the library; this module turns that into
 the extra to install.
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 from typing import Final
+
+from monitor.stores.factory import missing_extra_message
 
 __all__ = ["EXTRA_OF_LIBRARY", "missing_extra"]
 
@@ -42,9 +44,10 @@ def missing_extra(
     """The one-line message for a library of an extra that is not installed.
 
     Returns:
-        ``"serve needs the [service] extra: pip install
-        'scorio-monitor[service]'"``, or None when the missing module is not
-        an optional library (a broken install, not a missing extra).
+        ``"serve needs the [service] extra (fastapi is not installed): pip
+        install '.[service]' from a checkout of scorio-monitor"``, or None
+        when the missing module is not an optional library (a broken
+        install, not a missing extra).
     """
     library = (error.name or "").partition(".")[0]
     extra = EXTRA_OF_LIBRARY.get(library)
@@ -58,7 +61,4 @@ def missing_extra(
         if getattr(arguments, option, None) is not None
     ]
     what = " ".join([command, *(f"--{option}" for option in options)])
-    return (
-        f"{what} needs the [{extra}] extra ({library} is not installed): "
-        f"pip install 'scorio-monitor[{extra}]'"
-    )
+    return missing_extra_message(what, extra, library)

@@ -10,6 +10,7 @@ from monitor.cli.common import RejectionPrinter, print_statuses
 from monitor.cli.terminal import status_view, terminal
 from monitor.config import load_run_configs
 from monitor.engine.monitor import Monitor
+from monitor.stores.factory import missing_extra_message
 from monitor.stores.records import IngestReport, StoredEvent
 
 
@@ -26,8 +27,9 @@ def run_ingest_inspect(arguments: argparse.Namespace) -> int:
     try:
         from adapters.harness.inspect_logs import ingest_logs
     except ImportError as exc:
+        library = (exc.name or "").partition(".")[0] or None
         raise ValueError(
-            "--format inspect needs Inspect AI: pip install 'scorio-monitor[inspect]'"
+            missing_extra_message("ingest --format inspect", "inspect", library)
         ) from exc
     state = arguments.state or _state_for(path)
     printer = RejectionPrinter(path)

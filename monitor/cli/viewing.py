@@ -16,6 +16,7 @@ from types import FrameType
 
 from monitor.cli.common import listening_socket
 from monitor.engine.monitor import Monitor
+from monitor.stores.factory import missing_extra_message
 from monitor.stores.lock import has_writer
 from monitor.stores.sqlite import SqliteStore
 
@@ -34,9 +35,8 @@ def run_view(arguments: argparse.Namespace) -> int:
         from monitor.http.readonly import ReadOnly
         from monitor.service.service import Service
     except ImportError as exc:
-        raise ValueError(
-            f"view needs the [http] extra: pip install 'scorio-monitor[http]' ({exc})"
-        ) from exc
+        library = (exc.name or "").partition(".")[0] or None
+        raise ValueError(missing_extra_message("view", "http", library)) from exc
     sock = listening_socket(arguments.host, arguments.port)
     port = sock.getsockname()[1]
     settings = HttpSettings(listen=f"{arguments.host}:{port}")

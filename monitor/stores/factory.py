@@ -5,7 +5,8 @@ path or ``"sqlite:///path"`` (the embedded SQLite store), a URL of another
 scheme, or a store already built. Stores that live outside ``monitor``
 (Redis, in ``adapters``) are found by their URL scheme in the entry-point
 group ``scorio_monitor.stores``, so ``monitor`` never imports them; one whose
-libraries are not installed fails with one line naming the extra to install.
+libraries are not installed fails with one line naming the extra to install
+(:func:`missing_extra_message`, the one wording of that hint everywhere).
 """
 
 from __future__ import annotations
@@ -33,6 +34,22 @@ MEMORY: Final = "memory:"
 # four (sqlite:////var/lib/scorio.db) and sqlite:///scorio.db is relative.
 SQLITE_PREFIX: Final = "sqlite:///"
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def missing_extra_message(what: str, extra: str, library: str | None = None) -> str:
+    """The one-line hint for an extra that is not installed.
+
+    ``what`` needs ``extra`` (``library``, one of its libraries, is
+    missing). scorio-monitor is installed from a checkout (it is not on a
+    package index), so the hint gives the command that works there:
+    ``view needs the [http] extra (uvicorn is not installed): pip install
+    '.[http]' from a checkout of scorio-monitor``.
+    """
+    missing = "" if library is None else f" ({library} is not installed)"
+    return (
+        f"{what} needs the [{extra}] extra{missing}: "
+        f"pip install '.[{extra}]' from a checkout of scorio-monitor"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +143,7 @@ def _open_url(
         return opener(url, options)
     except ImportError as error:
         extra = entry.extras[0] if entry.extras else (error.name or scheme)
+        library = (error.name or "").partition(".")[0] or None
         raise ConfigError(
-            f"store {scheme}:// needs the {extra} extra: "
-            f"pip install 'scorio-monitor[{extra}]'"
+            missing_extra_message(f"store {scheme}://", extra, library)
         ) from error

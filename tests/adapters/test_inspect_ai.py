@@ -12,6 +12,9 @@ import gc
 import io
 import logging
 import math
+import os
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -454,3 +457,44 @@ async def test_a_misconfigured_hook_logs_why_and_never_stops_the_eval(
         caplog.text
     )
     assert not (tmp_path / "state.db").exists()
+
+
+WITHOUT_MQTT = """
+import asyncio, sys
+sys.modules["aiomqtt"] = None
+sys.modules["paho"] = None
+from adapters.harness.inspect_ai import MonitorHook, InspectSettings, connect
+from monitor.errors import ConfigError
+
+async def main() -> None:
+    url = {"SCORIO_MONITOR_URL": sys.argv[1]}
+    try:
+        async with connect(InspectSettings.from_environment(url)):
+            print("connected")
+    except ConfigError as exc:
+        print(exc)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("url", ["mqtt://127.0.0.1:9", "http://127.0.0.1:9"])
+def test_the_hook_loads_without_the_mqtt_libraries(url: str) -> None:
+    """As ``[inspect]`` installs it: no aiomqtt; an MQTT URL names the extra."""
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_MQTT, url],
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    if url.startswith("http"):
+        assert result.stdout.split() == ["connected"]
+    else:
+        assert result.stdout.strip() == (
+            "SCORIO_MONITOR_URL=mqtt://... needs the [mqtt] extra (aiomqtt is not "
+            "installed): pip install '.[mqtt]' from a checkout of scorio-monitor"
+        )

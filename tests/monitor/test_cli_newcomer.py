@@ -283,7 +283,8 @@ def test_a_missing_extra_is_named_in_one_line(
     extra = message.rpartition("[")[2].removesuffix("]")
     named = re.fullmatch(
         rf"scorio-monitor: error: {re.escape(message)} extra \((\w+) is not "
-        rf"installed\): pip install 'scorio-monitor\[{extra}\]'",
+        rf"installed\): pip install '\.\[{extra}\]' from a checkout of "
+        "scorio-monitor",
         line,
     )
     assert named is not None, line

@@ -103,7 +103,8 @@ def test_a_missing_extra_says_what_to_install_in_one_line() -> None:
     with pytest.raises(ConfigError) as caught:
         open_store("redis://localhost:6379/0", openers=plugins)
     assert str(caught.value) == (
-        "store redis:// needs the redis extra: pip install 'scorio-monitor[redis]'"
+        "store redis:// needs the [redis] extra (scorio_monitor_absent_library is "
+        "not installed): pip install '.[redis]' from a checkout of scorio-monitor"
     )
 
 

@@ -16,7 +16,10 @@ are in :mod:`~adapters.harness.transports.base`; one module per transport:
   one holding its writer lock counts, the others spool beside it).
 
 httpx and aiomqtt stop here: each has one place that turns its exceptions
-into monitor errors::
+into monitor errors. Each comes with an extra (``[client]``, ``[mqtt]``), so
+:class:`HttpTransport` and :class:`MqttTransport` load on first use (PEP
+562) and :func:`transport_for` imports only the one it chooses: an install
+without aiomqtt (``[inspect]``, ``[client]``) loads every other part. ::
 
     MonitorError (monitor.errors)
     ├── UnknownRunError          the monitor does not know the run
@@ -26,6 +29,11 @@ into monitor errors::
         ├── BatchRefusedError    a whole batch of trials refused (dropped)
         └── NotAMonitorError     the first contact found no scorio monitor there
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
 
 from adapters.harness.transports.base import (
     RESERVED_IN_RUN,
@@ -37,13 +45,16 @@ from adapters.harness.transports.base import (
     check_run,
     encode,
 )
-from adapters.harness.transports.choice import transport_for
+from adapters.harness.transports.choice import EXTRA_OF_SCHEME, transport_for
 from adapters.harness.transports.embedded import EmbeddedTransport
-from adapters.harness.transports.http import HttpTransport
-from adapters.harness.transports.mqtt import MqttTransport
 from adapters.harness.transports.state_file import StateFileTransport, spool_of
 
+if TYPE_CHECKING:
+    from adapters.harness.transports.http import HttpTransport
+    from adapters.harness.transports.mqtt import MqttTransport
+
 __all__ = [
+    "EXTRA_OF_SCHEME",
     "RESERVED_IN_RUN",
     "BatchRefusedError",
     "EmbeddedTransport",
@@ -59,3 +70,22 @@ __all__ = [
     "spool_of",
     "transport_for",
 ]
+
+# The transports whose libraries come with an extra: imported on first use.
+_HOMES = {
+    "HttpTransport": "adapters.harness.transports.http",
+    "MqttTransport": "adapters.harness.transports.mqtt",
+}
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(
+            f"module 'adapters.harness.transports' has no attribute {name!r}"
+        )
+    return getattr(importlib.import_module(home), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])
