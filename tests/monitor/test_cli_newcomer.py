@@ -213,7 +213,7 @@ def test_score_reports_the_column_of_a_truncated_line() -> None:
     truncated = (ROOT / "examples" / "aime25.jsonl").read_text().splitlines()[700]
     assert len(truncated) == 57  # the line stops after `"trial":`
     assert (
-        "examples/aime25.jsonl:701: skipped: invalid JSON: Expecting value at "
+        "examples/aime25.jsonl:701: skipped: invalid JSON: unexpected end at "
         "line 1 column 58"
     ) in result.stderr
 

@@ -139,7 +139,7 @@ async def test_bad_trials_are_422_with_reasons_and_count_nothing(
                     "category": "__import__('os')",
                 }
             ).encode(),
-            "category: Input should be a valid integer",
+            "category: must be an integer >= 0; got \"__import__('os')\"",
         ),
     ]:
         response = await client.post("/runs/r/trials", content=body, headers=AUTH)
