@@ -103,6 +103,7 @@ def test_the_python_api_keeps_the_contract(python_results: list[PathResult]) -> 
         assert_keeps_the_contract(result)
 
 
+@pytest.mark.slow
 def test_http_keeps_the_contract(service_results: dict[str, PathResult]) -> None:
     assert_keeps_the_contract(service_results["http"])
 

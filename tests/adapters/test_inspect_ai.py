@@ -207,6 +207,7 @@ def quiet_inspect(monkeypatch: pytest.MonkeyPatch) -> None:
 # -- real evals ------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_every_sample_epoch_reaches_the_embedded_monitor(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -24,7 +24,10 @@ from tests.adapters.test_inspect_ai import INSPECT_OWN_WARNINGS
 from tests.adapters.test_inspect_loop import QUESTIONS, evaluate, model, yes_no
 from tests.helpers import serving
 
-pytestmark = [pytest.mark.filterwarnings(text) for text in INSPECT_OWN_WARNINGS]
+pytestmark = [
+    pytest.mark.slow,  # each test runs real Inspect evals
+    *(pytest.mark.filterwarnings(text) for text in INSPECT_OWN_WARNINGS),
+]
 
 
 @pytest.fixture(autouse=True)

@@ -227,6 +227,7 @@ def trials_by_model(state: Path) -> dict[str, int]:
         return {row.model: row.trials for row in monitor.status("yesno").models}
 
 
+@pytest.mark.slow
 async def test_two_inspect_processes_count_every_trial_in_one_state_file(
     tmp_path: Path,
 ) -> None:
@@ -239,6 +240,7 @@ async def test_two_inspect_processes_count_every_trial_in_one_state_file(
     assert not list(spool_of(state).glob("*.jsonl"))
 
 
+@pytest.mark.slow
 async def test_evals_spool_while_another_process_writes_and_the_writer_counts_them(
     tmp_path: Path,
 ) -> None:

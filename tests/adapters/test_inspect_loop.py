@@ -85,6 +85,7 @@ def quiet_inspect(monkeypatch: pytest.MonkeyPatch) -> None:
 # -- 1. a trial is one attempt ---------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_second_eval_adds_trials_instead_of_overwriting_the_first(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -136,6 +137,7 @@ async def test_a_state_file_with_epoch_ids_keeps_its_trials(
 # -- 2. reservations keep every question within its budget -----------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("transport", ["state", "http"])
 async def test_early_stopping_never_runs_a_question_beyond_its_cap(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, transport: str

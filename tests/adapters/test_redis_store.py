@@ -21,7 +21,7 @@ from urllib.parse import unquote
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from redis import Redis
 from redis.crc import key_slot
@@ -41,7 +41,7 @@ from monitor.stores.records import (
     PendingEvent,
     StoredState,
 )
-from tests.helpers import eventually
+from tests.helpers import eventually, server_examples
 from tests.monitor.streams import messy, stream_of
 from tests.services import RedisServer, redis_server
 
@@ -170,7 +170,7 @@ def assert_answers_as_memory(
     assert shared.dead_letters(3) == memory.dead_letters(3)
 
 
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@server_examples()
 @given(batches=st.lists(batch_strategy, min_size=1, max_size=5))
 def test_random_batches_get_the_same_answers_as_the_memory_store(
     redis: RedisServer,
@@ -256,7 +256,7 @@ def assert_applied_alike(
     assert (follower.cells, follower.costs) == expected
 
 
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@server_examples()
 @given(
     pieces=st.lists(trials_strategy, min_size=1, max_size=6),
     chunk_size=st.sampled_from([2, 5, 2000]),

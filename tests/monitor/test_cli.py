@@ -9,6 +9,7 @@ from importlib import metadata
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from monitor.config import load_service_config
 
@@ -53,6 +54,7 @@ def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_ingest_format_decides_how_a_file_is_read_not_its_extension(
     tmp_path: Path,
 ) -> None:
@@ -72,6 +74,7 @@ def test_ingest_format_decides_how_a_file_is_read_not_its_extension(
     assert [s["trials"] for s in json.loads(result.stdout)] == [1]
 
 
+@pytest.mark.slow
 def test_inputs_a_command_cannot_read_get_one_clear_line(tmp_path: Path) -> None:
     archive = tmp_path / "paper.npz"
     write_npz(archive)

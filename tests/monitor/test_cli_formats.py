@@ -85,6 +85,7 @@ def test_status_markdown_is_one_table_per_run(state: Path) -> None:
     assert first[6] == "30"
 
 
+@pytest.mark.slow
 def test_score_markdown_and_csv(state: Path) -> None:
     stream = state.parent / "trials.jsonl"
     as_json = cli("score", str(stream), "--json", cwd=state.parent)

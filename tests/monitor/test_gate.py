@@ -191,6 +191,7 @@ def test_c_over_b(scorio_gate):
 """
 
 
+@pytest.mark.slow
 def test_the_pytest_fixture_fails_a_test_only_on_a_fail_verdict(
     pytester: pytest.Pytester, clear_state: Path
 ) -> None:
@@ -203,6 +204,7 @@ def test_the_pytest_fixture_fails_a_test_only_on_a_fail_verdict(
     result.stdout.fnmatch_lines(["*scorio gate fail: b is shown worse than a*"])
 
 
+@pytest.mark.slow
 def test_require_pass_also_fails_an_inconclusive_gate(
     pytester: pytest.Pytester, clear_state: Path
 ) -> None:
@@ -216,6 +218,7 @@ def test_require_pass_also_fails_an_inconclusive_gate(
     result.stdout.fnmatch_lines(["*scorio gate inconclusive*"])
 
 
+@pytest.mark.slow
 def test_the_fixture_says_what_it_needs(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_gated=GATED_TESTS)
     result = pytester.runpytest_subprocess(

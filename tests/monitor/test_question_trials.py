@@ -198,6 +198,7 @@ return {
 """
 
 
+@pytest.mark.slow
 async def test_a_click_on_a_question_opens_its_trials_per_model(
     tmp_path: Path,
 ) -> None:

@@ -115,6 +115,7 @@ def test_view_serves_a_finished_state_file_read_only_with_every_look(
         asyncio.run(check())
 
 
+@pytest.mark.slow
 async def test_a_stalled_feed_looks_stalled_and_the_eta_counts_the_forecasts(
     tmp_path: Path,
 ) -> None:
