@@ -230,6 +230,7 @@ async def test_every_sample_epoch_reaches_the_embedded_monitor(
     assert {row.model for row in status.models} == {"mockllm/good", "mockllm/poor"}
 
 
+@pytest.mark.slow
 async def test_trials_stream_over_http_while_the_eval_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -273,6 +274,7 @@ async def test_trials_stream_over_http_while_the_eval_runs(
     assert seen and min(seen) > 0  # later generations saw earlier trials counted
 
 
+@pytest.mark.slow
 async def test_early_stopping_skips_sample_epochs_of_resolved_models(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -39,7 +39,10 @@ from tests.adapters.test_inspect_ai import INSPECT_OWN_WARNINGS
 from tests.adapters.test_inspect_loop import PROVIDER, QUESTIONS, evaluate, model
 from tests.helpers import serving
 
-pytestmark = [pytest.mark.filterwarnings(text) for text in INSPECT_OWN_WARNINGS]
+pytestmark = [
+    pytest.mark.slow,  # each test runs real Inspect evals or reads their logs
+    *(pytest.mark.filterwarnings(text) for text in INSPECT_OWN_WARNINGS),
+]
 REPO = Path(__file__).resolve().parents[2]
 TASKS = Path(__file__).with_name("inspect_tasks.py")
 PARTIAL_CREDIT = '{"C": 2, "P": 1, "I": 0}'
@@ -227,7 +230,6 @@ def trials_by_model(state: Path) -> dict[str, int]:
         return {row.model: row.trials for row in monitor.status("yesno").models}
 
 
-@pytest.mark.slow
 async def test_two_inspect_processes_count_every_trial_in_one_state_file(
     tmp_path: Path,
 ) -> None:
@@ -240,7 +242,6 @@ async def test_two_inspect_processes_count_every_trial_in_one_state_file(
     assert not list(spool_of(state).glob("*.jsonl"))
 
 
-@pytest.mark.slow
 async def test_evals_spool_while_another_process_writes_and_the_writer_counts_them(
     tmp_path: Path,
 ) -> None:

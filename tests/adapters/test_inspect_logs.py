@@ -46,7 +46,10 @@ INSPECT_OWN_WARNINGS = (
     "ignore:The 'initial' parameter is deprecated:DeprecationWarning",
     "ignore:Unclosed <MemoryObject:ResourceWarning",
 )
-pytestmark = [pytest.mark.filterwarnings(text) for text in INSPECT_OWN_WARNINGS]
+pytestmark = [
+    pytest.mark.slow,  # each test runs real Inspect evals or reads their logs
+    *(pytest.mark.filterwarnings(text) for text in INSPECT_OWN_WARNINGS),
+]
 
 QUESTIONS = [f"q{index}" for index in range(6)]
 EPOCHS = 3
@@ -155,7 +158,6 @@ def inspect_accuracy(log: EvalLog, scorer_name: str) -> float:
     raise AssertionError(f"no {scorer_name} in {log.location}")
 
 
-@pytest.mark.slow
 def test_ingest_equals_inspect_counts_and_accuracy_per_model(
     logs: tuple[Path, list[EvalLog]], tmp_path: Path
 ) -> None:
@@ -246,7 +248,6 @@ def test_a_known_run_keeps_its_weights_and_refuses_other_values(
     assert status.rejected == partial
 
 
-@pytest.mark.slow
 def test_not_a_log_is_one_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "broken.eval"
     bad.write_text("not a zip")

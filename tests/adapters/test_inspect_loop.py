@@ -35,7 +35,10 @@ from tests.adapters.test_inspect_ai import INSPECT_OWN_WARNINGS
 from tests.helpers import serving
 from tests.services import free_port
 
-pytestmark = [pytest.mark.filterwarnings(text) for text in INSPECT_OWN_WARNINGS]
+pytestmark = [
+    pytest.mark.slow,  # each test runs real Inspect evals or reads their logs
+    *(pytest.mark.filterwarnings(text) for text in INSPECT_OWN_WARNINGS),
+]
 QUESTIONS = [f"q{index}" for index in range(10)]
 PROVIDER = "scorio-latency"
 assert issubclass(inspect_models.LatencyModel, object)  # registers the provider
@@ -85,7 +88,6 @@ def quiet_inspect(monkeypatch: pytest.MonkeyPatch) -> None:
 # -- 1. a trial is one attempt ---------------------------------------------
 
 
-@pytest.mark.slow
 async def test_a_second_eval_adds_trials_instead_of_overwriting_the_first(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -137,7 +139,6 @@ async def test_a_state_file_with_epoch_ids_keeps_its_trials(
 # -- 2. reservations keep every question within its budget -----------------
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("transport", ["state", "http"])
 async def test_early_stopping_never_runs_a_question_beyond_its_cap(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, transport: str

@@ -170,6 +170,7 @@ def assert_answers_as_memory(
     assert shared.dead_letters(3) == memory.dead_letters(3)
 
 
+@pytest.mark.slow
 @server_examples()
 @given(batches=st.lists(batch_strategy, min_size=1, max_size=5))
 def test_random_batches_get_the_same_answers_as_the_memory_store(
@@ -256,6 +257,7 @@ def assert_applied_alike(
     assert (follower.cells, follower.costs) == expected
 
 
+@pytest.mark.slow
 @server_examples()
 @given(
     pieces=st.lists(trials_strategy, min_size=1, max_size=6),

@@ -428,6 +428,7 @@ async def test_accept_errors_are_logged_once_per_burst(
         loop.set_exception_handler(None)
 
 
+@pytest.mark.slow
 def test_a_flood_of_idle_connections_closes_its_own_not_a_busy_stream(
     tmp_path: Path,
 ) -> None:

@@ -153,6 +153,7 @@ async def test_ingest_sends_jsonl_and_csv_rows_as_watch_does(
     assert "rows.csv:18: rejected:" in ran.err
 
 
+@pytest.mark.slow
 async def test_ingest_goes_on_past_runs_the_service_does_not_know_and_says_so_once(
     service: tuple[str, Service], ran: Ran
 ) -> None:

@@ -139,6 +139,7 @@ def test_watch_of_stdin_counts_good_lines_around_a_poison_line(tmp_path: Path) -
     assert done.stderr.count(b": rejected: ") == 2
 
 
+@pytest.mark.slow
 @server_examples(5)
 @given(st.lists(poison, min_size=1, max_size=12), st.integers(0, 2**16))
 def test_http_trials_route_fuzzed_with_poison_between_good_events(
@@ -180,6 +181,7 @@ def legal_header(value: bytes) -> bool:
 BAD_EVENT_IDS = [b"\xb2", "²".encode(), b"1" * 4400, str(2**63).encode(), b"-1", b"1.5"]
 
 
+@pytest.mark.slow
 @server_examples(5)
 @given(
     st.lists(
@@ -237,6 +239,7 @@ run_configs = st.fixed_dictionaries(
 )
 
 
+@pytest.mark.slow
 @server_examples(5)
 @given(
     st.lists(run_configs.map(lambda c: json.dumps(c).encode()) | poison, max_size=10)

@@ -115,6 +115,7 @@ def test_rubric_outcomes_keep_the_means_and_costs_are_reported() -> None:
     assert result.cost == trials["model01"] + 4.0 * trials["model02"]
 
 
+@pytest.mark.slow
 def test_forecasts_are_recorded_while_a_model_needs_trials() -> None:
     result = simulate(PAPER_MEANS, seed=4, trials_per_step=10, record_forecasts=True)
     used = {row.model: row.trials for row in result.status.models}

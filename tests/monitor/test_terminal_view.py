@@ -80,6 +80,7 @@ def trials_in(lines: list[str]) -> int:
     return len(keys)
 
 
+@pytest.mark.slow
 def test_watch_follow_draws_the_table_while_the_stream_grows(
     pane: Pane, tmp_path: Path
 ) -> None:

@@ -79,6 +79,7 @@ def viewer(finished_state: Path) -> Iterator[str]:
             process.stderr.close()
 
 
+@pytest.mark.slow
 def test_view_serves_a_finished_state_file_read_only_with_every_look(
     viewer: str, finished_state: Path, tmp_path: Path
 ) -> None:
