@@ -155,9 +155,9 @@ def _numbered_rows(
                 continue
             try:
                 value = json.loads(text)
-            except json.JSONDecodeError as exc:
+            except json.JSONDecodeError:
                 # In the decoder's words, its column counted on the line as read.
-                reason = f"invalid JSON: {json_reason(exc, text.encode())}"
+                reason = f"invalid JSON: {json_reason(text.encode())}"
                 yield line, RowError(line, reason)
                 continue
             for record in value if isinstance(value, list) else [value]:

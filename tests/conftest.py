@@ -1,5 +1,6 @@
 """Test-wide settings: hypothesis profiles (derandomized under CI), the
-``services`` and ``install`` markers, and collection with a partial install.
+``services``, ``install`` and ``slow`` markers, and collection with a
+partial install.
 
 ``pytest -m "not services"`` runs everything that needs no redis-server,
 mosquitto, Prometheus or Chromium: a test is marked ``services`` here when
@@ -7,6 +8,14 @@ it uses one of :data:`SERVICE_FIXTURES`, or by hand when it starts a binary
 itself; :func:`tests.services.require_binary` fails a test that starts one
 unmarked, so the split cannot drift. ``install`` marks the tests that build
 and install the package into a fresh environment.
+
+``pytest -m "not slow"`` is the inner loop (docs/development.md): ``slow``
+marks, by hand, each test that takes seconds (a server, a browser, a
+process, a real harness run, many examples), and here every ``install``
+test. The run's summary names the tests that took seconds unmarked, so the
+marker keeps up with new tests. A property test marked ``services`` must
+not shrink (:func:`tests.helpers.server_examples`): hypothesis shrinks a
+failure for up to five minutes of examples that each start a server.
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
+from hypothesis import Phase, settings
 
 from tests import services
 from tests.collection import called_names, missing_libraries
@@ -85,12 +94,49 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.services)
         if used & INSTALL_FIXTURES:
             item.add_marker(pytest.mark.install)
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # Before any fixture starts: require_binary asks which test is running.
     services.running.test = item
+    if item.get_closest_marker("services") is not None and _shrinks(item):
+        pytest.fail(
+            "a property test that starts a server must not shrink (for up to "
+            "five minutes): use tests.helpers.server_examples",
+            pytrace=False,
+        )
+
+
+def _shrinks(item: pytest.Item) -> bool:
+    """Whether ``item`` is a hypothesis test whose settings shrink failures."""
+    function = getattr(item, "obj", None)
+    if not getattr(function, "is_hypothesis_test", False):
+        return False
+    # Where @given and @settings keep a test's settings (hypothesis' own
+    # pytest plugin reads it too).
+    chosen = function._hypothesis_internal_use_settings  # type: ignore[union-attr]
+    return Phase.shrink in chosen.phases
+
+
+# A test that took this long without the slow marker is named in the summary.
+SLOW_S = 2.0
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    unmarked = sorted(
+        (report.duration, report.nodeid)
+        for report in terminalreporter.getreports("passed")
+        + terminalreporter.getreports("failed")
+        if report.when == "call"
+        and report.duration > SLOW_S
+        and "slow" not in report.keywords
+    )
+    if unmarked:
+        terminalreporter.section("slow tests without the slow marker")
+        for duration, nodeid in reversed(unmarked):
+            terminalreporter.line(f"{duration:6.1f}s {nodeid}")
 
 
 def pytest_pycollect_makemodule(

@@ -11,8 +11,26 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import numpy as np
 import uvicorn
 from fastapi import FastAPI
+from hypothesis import HealthCheck, Phase, settings
 
 from tests.services import free_port
+
+
+def server_examples(count: int | None = None) -> settings:
+    """Settings of a property whose examples use a server or a process.
+
+    ``count`` examples (the profile's number without one), no deadline, and
+    no shrinking: hypothesis shrinks a failure for up to five minutes of
+    examples, long past the test's timeout when each takes seconds. A
+    failure shows the example as generated. tests/conftest.py fails a
+    property marked ``services`` that shrinks.
+    """
+    chosen = settings(
+        deadline=None,
+        phases=(Phase.explicit, Phase.reuse, Phase.generate),
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    return chosen if count is None else settings(chosen, max_examples=count)
 
 
 async def eventually(

@@ -169,6 +169,7 @@ def documented_curls() -> list[str]:
     return commands
 
 
+@pytest.mark.slow
 def test_the_documented_curl_posts_a_trial_to_a_real_serve(tmp_path: Path) -> None:
     require_libraries("fastapi")  # skips without it, except under CI: fails
     commands = documented_curls()

@@ -103,20 +103,24 @@ def test_the_python_api_keeps_the_contract(python_results: list[PathResult]) -> 
         assert_keeps_the_contract(result)
 
 
+@pytest.mark.slow  # the services' paths (service_results)
 def test_http_keeps_the_contract(service_results: dict[str, PathResult]) -> None:
     assert_keeps_the_contract(service_results["http"])
 
 
+@pytest.mark.slow  # the services' paths (service_results)
 def test_mqtt_keeps_the_contract(service_results: dict[str, PathResult]) -> None:
     assert_keeps_the_contract(service_results["mqtt"])
 
 
+@pytest.mark.slow  # the services' paths (service_results)
 def test_redis_streams_keep_the_contract(
     service_results: dict[str, PathResult],
 ) -> None:
     assert_keeps_the_contract(service_results["redis"])
 
 
+@pytest.mark.slow  # the services' paths (service_results)
 def test_redis_streams_keep_the_contract_in_every_documented_form(
     service_results: dict[str, PathResult],
 ) -> None:
@@ -137,6 +141,7 @@ def test_watch_of_a_file_and_of_stdin_keeps_the_contract(
         assert_keeps_the_contract(result)
 
 
+@pytest.mark.slow  # the services' paths (service_results)
 def test_every_path_gives_each_case_one_verdict_one_reason_one_kind(
     python_results: list[PathResult],
     service_results: dict[str, PathResult],

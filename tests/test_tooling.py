@@ -9,6 +9,10 @@ import tomllib
 from importlib import metadata
 from pathlib import Path
 
+import pytest
+from packaging.requirements import Requirement
+from packaging.version import Version
+
 from monitor.cli.extras import EXTRA_OF_LIBRARY
 from tests.services import missing_binary
 
@@ -31,6 +35,7 @@ def test_ruff_format_is_clean() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_mypy_strict_is_clean() -> None:
     result = run(sys.executable, "-m", "mypy")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -86,3 +91,39 @@ def test_every_package_has_a_py_typed_marker() -> None:
         wheel = tomllib.load(handle)["tool"]["hatch"]["build"]["targets"]["wheel"]
     for package in wheel["packages"]:
         assert (ROOT / package / "py.typed").is_file(), package
+
+
+def test_every_declared_lower_bound_is_met_by_the_versions_installed_here() -> None:
+    """The bounds in [project] are versions the suite ran with (pyproject's
+    comment): whatever is installed for the run meets each one."""
+    with (ROOT / "pyproject.toml").open("rb") as handle:
+        project = tomllib.load(handle)["project"]
+    requirements = [
+        Requirement(text)
+        for group in [
+            project["dependencies"],
+            *project["optional-dependencies"].values(),
+        ]
+        for text in group
+    ]
+    checked = 0
+    for requirement in requirements:
+        if requirement.name == "scorio-monitor":  # an extra of its own
+            continue
+        try:
+            installed = Version(metadata.version(requirement.name))
+        except metadata.PackageNotFoundError:
+            missing_binary(
+                f"{requirement.name} is not installed (pip install -e '.[test]')"
+            )
+            continue
+        lower = [
+            Version(spec.version)
+            for spec in requirement.specifier
+            if spec.operator in (">=", "==")
+        ]
+        assert lower, f"{requirement} has no lower bound"
+        assert all(bound <= installed for bound in lower), (str(requirement), installed)
+        assert requirement.specifier.contains(installed, prereleases=True)
+        checked += 1
+    assert checked >= 40

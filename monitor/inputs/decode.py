@@ -27,8 +27,8 @@ The contract:
   so a misspelt field never loses its value silently.
 - ``ts`` is a finite number (Unix seconds) or an ISO 8601 time string
   (``datetime.fromisoformat``; without an offset it means UTC); anything
-  else is refused: ``ts: Input should be Unix seconds or an ISO 8601 time;
-  got "yesterday"``. As before, the engine keeps a number and does not keep
+  else is refused: ``ts: must be Unix seconds or an ISO 8601 time; got
+  "yesterday"``. As before, the engine keeps a number and does not keep
   a string (validated, then dropped).
 - Depth: a batch holds events, an event holds ``cost`` and ``signals``,
   which hold scalars, so the types bound the depth and no Python code
@@ -49,10 +49,13 @@ The contract:
 - A channel that implies a run (an MQTT topic, an HTTP route) fills in a
   missing ``run``; an event naming another run is refused as
   ``run_mismatch``. Without a channel, ``run: missing field``.
-- One wording per reason: ``field: problem; got value``, e.g. ``category:
-  Input should be a valid integer; got "1"``, ``trial: Input should be a
-  valid string or integer; got 1.5``, ``correct: Input should be a valid
-  boolean (true or false); got "yes"``, ``question: missing field``.
+- One wording per reason, from checks of our own once msgspec refused an
+  input (:func:`~monitor.trial_event.field_problem`,
+  :func:`~monitor.inputs.reasons.read_json`), never msgspec's message:
+  ``field: must be ...; got value``, e.g. ``category: must be an integer
+  >= 0; got "1"``, ``correct: must be true or false; got "yes"``,
+  ``question: missing field``, ``invalid JSON: unexpected end at line 1
+  column 58``.
 """
 
 from __future__ import annotations
@@ -77,17 +80,18 @@ from monitor.inputs.ids import KNOWN_IDS, loose_id, strict_id
 from monitor.inputs.reasons import (
     NESTED_TOO_DEEPLY,
     TOO_DEEP_EVENT,
-    describe_decode_error,
+    NotJson,
     json_reason,
     nests_too_deep,
     opens_too_deep,
+    read_json,
     reject,
     too_large_reason,
 )
 from monitor.inputs.shapes import array_decoders, named_run
 from monitor.limits import MAX_BATCH_ITEMS, MAX_PAYLOAD_BYTES
 from monitor.schema import Rejection
-from monitor.trial_event import TrialEvent, is_time
+from monitor.trial_event import UNNAMED_PROBLEM, TrialEvent, field_problem, is_time
 
 Decoded = Parsed | TrialColumns
 
@@ -95,9 +99,10 @@ _EVENT: Final = msgspec.json.Decoder(TrialEvent)
 _EVENTS: Final = msgspec.json.Decoder(list[TrialEvent])
 # An array split into its elements' bytes, each then decoded on its own.
 _ELEMENTS: Final = msgspec.json.Decoder(list[msgspec.Raw])
-# Any JSON, to quote the offending value of a refused event.
-_ANY: Final = msgspec.json.Decoder()
 _LIST_OF_EVENTS: Final = list[TrialEvent]
+# msgspec words a refused string with a lone surrogate (a field name, or
+# text where a number belongs) by encoding it, which raises.
+_CONVERT_ERRORS: Final = (msgspec.ValidationError, UnicodeEncodeError)
 
 
 def decode_payload(
@@ -168,8 +173,8 @@ def decode_object(
         return reject(reason, "invalid_event", value, source, position)
     try:
         event = msgspec.convert(mapping, TrialEvent)  # strict: the default
-    except msgspec.ValidationError as exc:
-        return _refused(mapping, exc, mapping, source, position, run)
+    except _CONVERT_ERRORS:
+        return _refused(mapping, mapping, source, position, run)
     return checked(event, run, mapping, source, position)
 
 
@@ -184,7 +189,7 @@ def decode_objects(
     if len(values) >= 2 and all(type(value) is dict for value in values):
         try:
             events = msgspec.convert(values, _LIST_OF_EVENTS)  # strict: the default
-        except msgspec.ValidationError:
+        except _CONVERT_ERRORS:
             events = None
         if events is not None:
             reread = functools.partial(_objects, values, source, run)
@@ -296,8 +301,8 @@ def _events(
             return [reject(NESTED_TOO_DEEPLY, "invalid_json", data, source, position)]
         try:
             elements = _ELEMENTS.decode(data)
-        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-            reason = f"invalid JSON: {json_reason(exc, data)}"
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            reason = f"invalid JSON: {json_reason(data)}"
             return [reject(reason, "invalid_json", data, source, position)]
         if not elements:
             reason = "empty batch: expected at least one trial event"
@@ -331,32 +336,30 @@ def _event(
 ) -> Parsed:
     try:
         event = _EVENT.decode(data)
-    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         # The typed decode stops at the first field it refuses, long before
         # any depth; reading the rest (to word the refusal) may not.
         if opens_too_deep(data):
             return reject(NESTED_TOO_DEEPLY, "invalid_json", data, source, position)
-        if not isinstance(exc, msgspec.ValidationError):
-            reason = f"invalid JSON: {json_reason(exc, data)}"
-            return reject(reason, "invalid_json", data, source, position)
         try:
-            value = _ANY.decode(data)
-        except (msgspec.DecodeError, UnicodeDecodeError) as error:
-            reason = f"invalid JSON: {json_reason(error, data)}"
-            return reject(reason, "invalid_json", data, source, position)
-        return _refused(value, exc, data, source, position, channel)
+            value = read_json(data)
+        except NotJson as exc:
+            return reject(
+                f"invalid JSON: {exc}", "invalid_json", data, source, position
+            )
+        return _refused(value, data, source, position, channel)
     return checked(event, channel, data, source, position)
 
 
 def _refused(
     value: object,
-    error: msgspec.ValidationError,
     raw: object,
     source: str,
     position: int | None,
     channel: str | None,
 ) -> Rejection:
-    """Why ``value`` (the input as Python objects) broke the contract."""
+    """Why ``value`` (the input as Python objects), which the typed decode
+    refused, breaks the contract."""
     if not isinstance(value, dict):
         reason = f"a trial event must be a JSON object; got {type(value).__name__}"
         return reject(reason, "invalid_event", raw, source, position)
@@ -366,7 +369,7 @@ def _refused(
     if nests_too_deep(value):
         reason = TOO_DEEP_EVENT
     else:
-        reason = describe_decode_error(error, value)
+        reason = field_problem(value) or UNNAMED_PROBLEM
     run = named if isinstance(named, str) else None
     return reject(reason, "invalid_event", raw, source, position, run)
 

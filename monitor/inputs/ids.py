@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 
 from monitor.inputs.factors import NUMBERED_IDS, Factors
 from monitor.limits import MAX_ID_LENGTH
+from monitor.trial_event import is_id_integer
 
 _CONTROL = re.compile(r"[\x00-\x1f]")
 # Ids seen before and found valid: most inputs repeat a few runs, models,
@@ -44,7 +45,10 @@ def loose_id(value: object) -> str | None:
         known = KNOWN_IDS.get(value)
         if known is not None:
             return known
-        return _new_id(value, value if kind is str else str(value))  # type: ignore[arg-type]
+        if kind is str:
+            return _new_id(value, value)  # type: ignore[arg-type]
+        if is_id_integer(value):  # type: ignore[arg-type]
+            return _new_id(value, str(value))  # type: ignore[arg-type]
     return None
 
 

@@ -1,13 +1,18 @@
 """The sentences a refused input gets: one wording per reason, whatever the path.
 
-msgspec says what the contract expected in its own terms (``Expected `int`,
-got `str` - at `$[0].category```); :func:`describe_decode_error` turns that
-into the line a user reads, ``field: problem; got value`` (``category: Input
-should be a valid integer; got "1"``), the same for JSON bytes and for
-Python objects. Run configs are still pydantic models: their errors are
-worded by :func:`describe_validation_error` in the same form. Also here:
-the bounded text of an input kept in a dead letter (:func:`raw_text`), and
-the two depth bounds (:func:`opens_too_deep`, :func:`nests_too_deep`).
+Every reason comes from a check of our own, run once the fast decode has
+refused an input (never on the path of good input), so the wording does
+not depend on a library's version. :func:`read_json` reads bytes as the
+decoder does (strict JSON: UTF-8, no ``NaN``, no lone surrogate escape,
+numbers within a double) or says why not, e.g. ``invalid UTF-8 in the
+string "m\\xff"`` or ``unexpected end at line 1 column 58``; an event that
+is JSON but breaks the contract is worded by
+:func:`~monitor.trial_event.field_problem` (``category: must be an integer
+>= 0; got "1"``). Run configs are still pydantic models:
+:func:`describe_validation_error` words their errors in the same form.
+Also here: the bounded text of an input kept in a dead letter
+(:func:`raw_text`), and the two depth bounds (:func:`opens_too_deep`,
+:func:`nests_too_deep`).
 """
 
 from __future__ import annotations
@@ -23,183 +28,213 @@ from pydantic import ValidationError
 
 from monitor.limits import MAX_DEPTH, MAX_PARSE_DEPTH, MAX_RAW_KEPT
 from monitor.schema import Rejection, RejectionKind
-from monitor.trial_event import TS_EXPECTED
+from monitor.trial_event import shown
 
 NESTED_TOO_DEEPLY: Final = "invalid JSON: nested too deeply to parse"
 TOO_DEEP_EVENT: Final = f"a trial event nests deeper than {MAX_DEPTH} levels"
 
-# msgspec's message, then where: ``- at `$.cost.tokens``` or, for a bad key
-# of a mapping, ``- at `key` in `$.signals```.
-_MESSAGE: Final = re.compile(
-    r"^(?P<problem>.*?)(?: - at `(?P<key>key` in `)?(?P<path>[^`]*)`)?$"
-)
-_EXPECTED: Final = re.compile(
-    r"^Expected `(?P<type>[^`]*)`(?:, got `(?P<got>[^`]*)`)?(?P<rest>.*)$"
-)
-_FIELD: Final = re.compile(
-    r"^Object (?P<what>missing required|contains unknown) field `(?P<name>[^`]*)`$"
-)
-_PATH_PART: Final = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
-
-# What each type msgspec names means to a user (``| null`` dropped first).
-_TYPES: Final = {
-    "int": "a valid integer",
-    "bool": "a valid boolean (true or false)",
-    "str": "a valid string",
-    "int | str": "a valid string or integer",
-    "float": "a valid number",
-    "object": "an object",
-    "array": "an array",
-    "bool | int | float | str": "a boolean, a number, a string or null",
-}
-
-
-def describe_decode_error(error: msgspec.ValidationError, value: object = None) -> str:
-    """One line a user understands: ``field: problem; got value``.
-
-    ``value`` is the input as plain Python objects, when known: the
-    offending value is quoted from it.
-    """
-    match = _MESSAGE.match(str(error))
-    if match is None:
-        return str(error)
-    problem, path = match["problem"], match["path"] or "$"
-    parts = [key or index for key, index in _PATH_PART.findall(path)]
-    names = [part for part in parts if not part.isdigit() and part != "..."]
-    where = ".".join(names)
-    field = _FIELD.match(problem)
-    if field is not None:
-        name = field["name"]
-        if field["what"] == "missing required":
-            return f"{where + '.' if where else ''}{name}: missing field"
-        return f'{where + ": " if where else ""}unknown field "{name}"'
-    expected = _EXPECTED.match(problem)
-    if expected is None:
-        sentence = "a finite number" if problem == "Number out of range" else problem
-        return _line(where, f"Input should be {sentence}", path, value)
-    kind = expected["type"].removesuffix(" | null")
-    got = expected["got"]
-    if not where and kind.startswith("object"):
-        return f"a trial event must be a JSON object; got {_python_name(got)}"
-    if match["key"]:
-        return f"{where}: a key should be {_constraint(kind, expected['rest'])}"
-    if names[-1:] == ["ts"] and not expected["rest"]:
-        return _line(where, f"Input should be {TS_EXPECTED}", path, value)
-    if got is not None:
-        return _line(where, f"Input should be {_TYPES.get(kind, kind)}", path, value)
-    return _line(
-        where, f"Input should be {_constraint(kind, expected['rest'])}", path, value
-    )
-
-
-def _constraint(kind: str, rest: str) -> str:
-    """``>= 0``, ``of length <= 256``, ``matching regex ...`` in words."""
-    rest = rest.strip()
-    if rest.startswith("matching regex"):
-        if kind == "str" and "a-z" in rest:
-            return "lowercase letters, digits and _, starting with a letter"
-        return "text without control characters"
-    bound = rest.removeprefix("of length ").split()
-    if len(bound) != 2:
-        return f"{kind} {rest}".strip()
-    operator, number = bound
-    number = number.removesuffix(".0")
-    if rest.startswith("of length"):
-        unit = {"str": "characters", "object": "entries", "array": "items"}.get(
-            kind, "items"
-        )
-        return f"{'at least' if operator == '>=' else 'at most'} {number} {unit}"
-    words = {
-        ">=": "greater than or equal to",
-        "<=": "less than or equal to",
-        ">": "greater than",
-        "<": "less than",
-    }
-    return f"{words.get(operator, operator)} {number}"
-
-
-def _line(where: str, problem: str, path: str, value: object) -> str:
-    found = _at(value, path)
-    got = "" if found is _MISSING else f"; got {shown(found)}"
-    return f"{where}: {problem}{got}" if where else f"{problem}{got}"
-
-
-_MISSING: Final = object()
-
-
-def _at(value: object, path: str) -> object:
-    """The value at a msgspec path (``$.cost.tokens``, ``$[3].trial``)."""
-    if value is None:
-        return _MISSING
-    for key, index in _PATH_PART.findall(path):
-        if isinstance(value, Mapping) and key:
-            value = value.get(key, _MISSING)
-        elif isinstance(value, list) and index.isdigit() and int(index) < len(value):
-            value = value[int(index)]
-        else:
-            return _MISSING
-        if value is _MISSING:
-            return _MISSING
-    return value
-
-
-def shown(value: object) -> str:
-    """A short JSON form of a value, for a reason."""
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError, RecursionError):
-        text = type(value).__name__
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _python_name(json_type: str | None) -> str:
-    """The Python name of a JSON type (what earlier reasons said)."""
-    names = {"array": "list", "object": "dict", "null": "NoneType"}
-    return names.get(json_type or "", json_type or "a value")
-
 
 def describe_validation_error(error: ValidationError) -> str:
-    """One line a user understands: ``field: problem; field: problem``."""
+    """One line a user understands: ``field: problem; field: problem``.
+
+    Worded from pydantic's error types (``int_type``, ``greater_than``, ...:
+    codes, not its sentences) and the configs' own validators' messages.
+    """
     problems = []
     for item in error.errors(include_url=False):
-        where = ".".join(str(part) for part in item["loc"] if not isinstance(part, int))
-        message = item["msg"].removeprefix("Value error, ")
-        if item["type"] == "missing":
-            message = "missing field"
-        problems.append(f"{where}: {message}" if where else message)
+        names = [str(part) for part in item["loc"] if not isinstance(part, int)]
+        kind = item["type"]
+        if kind == "extra_forbidden" and names:
+            problem = f"unknown field {shown(names.pop())}"
+        elif kind == "missing":
+            problem = "missing field"
+        elif kind in ("value_error", "assertion_error"):  # our validators' words
+            problem = item["msg"].removeprefix("Value error, ")
+            problem = problem.removeprefix("Assertion failed, ")
+        else:
+            must = _must(kind, item.get("ctx") or {})
+            problem = f"must {must}; got {shown(item['input'])}"
+        where = ".".join(names)
+        problems.append(f"{where}: {problem}" if where else problem)
     return "; ".join(problems)
 
 
-def json_reason(error: Exception, data: bytes) -> str:
-    """Why ``data`` is not JSON (or not UTF-8), after ``invalid JSON: ``.
+# What pydantic's error types ask for, in our words.
+_BOUNDS: Final = {
+    "greater_than": ("gt", ">"),
+    "greater_than_equal": ("ge", ">="),
+    "less_than": ("lt", "<"),
+    "less_than_equal": ("le", "<="),
+}
+_TYPES: Final = {
+    "int": "an integer",
+    "float": "a number",
+    "string": "a string",
+    "bool": "true or false",
+    "list": "a list",
+    "dict": "a table",
+    "model": "a table",
+}
 
-    Worded as Python's ``json`` words it (``Expecting value at line 1 column
-    58``), as these reasons always were; where msgspec is the stricter (a
-    lone surrogate escape, ``NaN``), in msgspec's words. Only for refused
-    bytes whose brackets nest at most ``MAX_PARSE_DEPTH`` deep.
+
+def _must(kind: str, context: Mapping[str, object]) -> str:
+    """What a value must be or have, after ``must``."""
+    unit = "characters" if kind.startswith("string") else "items"
+    if kind in _BOUNDS:
+        key, operator = _BOUNDS[kind]
+        return f"be {operator} {context.get(key)}"
+    if kind in ("too_short", "string_too_short"):
+        return f"have at least {context.get('min_length')} {unit}"
+    if kind in ("too_long", "string_too_long"):
+        return f"have at most {context.get('max_length')} {unit}"
+    if kind == "literal_error":
+        return f"be {context.get('expected')}"
+    if kind == "string_pattern_mismatch":
+        return f"be text matching {context.get('pattern')}"
+    if kind == "finite_number":
+        return "be a finite number"
+    if kind == "int_from_float":
+        return "be an integer"
+    return f"be {_TYPES.get(kind.split('_')[0], f'valid ({kind})')}"
+
+
+class NotJson(ValueError):
+    """Bytes that are not JSON the decoder reads; the message says why."""
+
+
+def read_json(data: bytes) -> object:
+    """``data`` as Python objects, read as the decoder reads JSON.
+
+    Strict JSON (RFC 8259): UTF-8 text, no ``NaN`` or ``Infinity``, no
+    lone surrogate escape, every number within a double. For bytes whose
+    brackets nest at most ``MAX_PARSE_DEPTH`` deep.
+
+    Raises:
+        NotJson: saying why, in our words, where (a line and column, or
+            the string that holds invalid UTF-8).
     """
-    if isinstance(error, UnicodeDecodeError):
-        # msgspec reports the string it was reading (not where it is in the
-        # payload, which differs between transports of the same event).
-        return f"invalid UTF-8 in the string {_shown_bytes(error)}"
     try:
-        json.loads(data.strip())
+        return _ANY.decode(data)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        pass  # why, from checks of our own:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NotJson(_utf8_reason(data, exc.start)) from None
+    try:
+        value = json.loads(text, parse_constant=_constant, parse_float=_finite)
+    except NotJson:
+        raise
     except json.JSONDecodeError as exc:
-        return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
-    except (ValueError, RecursionError):
-        pass
-    return str(error).removeprefix("JSON is malformed: ")
+        raise NotJson(_syntax_reason(text, exc.pos)) from None
+    except ValueError:  # an integer of more digits than Python converts
+        raise NotJson("a number out of range") from None
+    except RecursionError:
+        raise NotJson("nested too deeply to parse") from None
+    string = _lone_surrogate(value)
+    if string is not None:
+        bad = next(i for i, char in enumerate(string) if "\ud800" <= char <= "\udfff")
+        quoted = _quoted(string, bad)
+        raise NotJson(f"a lone surrogate escape in the string {quoted}")
+    return value
 
 
-def _shown_bytes(error: UnicodeDecodeError, before: int = 40, after: int = 20) -> str:
-    """The string ``error`` is about, quoted around its bad byte; bytes that
-    are not UTF-8 as ``\\xff`` escapes."""
-    value = bytes(error.object)
-    start, stop = max(0, error.start - before), error.start + after
-    shown = value[start:stop].decode("utf-8", "backslashreplace")
+def json_reason(data: bytes) -> str:
+    """Why ``data`` is not JSON the decoder reads (after ``invalid JSON: ``)."""
+    try:
+        read_json(data)
+    except NotJson as exc:
+        return str(exc)
+    return "not JSON the decoder reads"
+
+
+# Any JSON: the fast read, before checks of our own say why it failed.
+_ANY: Final = msgspec.json.Decoder()
+# A JSON string (a field name or a value), or the rest of an unterminated one.
+_STRING: Final = re.compile(rb'"(?:[^"\\]|\\.)*"?', re.DOTALL)
+_CLOSED_STRING: Final = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_ESCAPE: Final = re.compile(r"\\u[0-9a-fA-F]{0,4}")
+
+
+def _constant(name: str) -> object:
+    raise NotJson(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if number in (float("inf"), float("-inf")):
+        raise NotJson(f"the number {text[:40]} is out of range")
+    return number
+
+
+def _lone_surrogate(value: object) -> str | None:
+    """A string in ``value`` holding a lone surrogate (not UTF-8), if any."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    return item
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
+def _utf8_reason(data: bytes, bad: int) -> str:
+    """Where the first byte that is not UTF-8 is: the string that holds it
+    (a field name or a value), quoted, else its line and column."""
+    # Outside strings JSON has no quote, so these are the strings up to there.
+    for string in _STRING.finditer(data):
+        if string.start() > bad:
+            break
+        if bad < string.end():
+            start, stop = string.span()
+            if stop - start >= 2 and data[stop - 1 : stop] == b'"':
+                stop -= 1
+            inside = data[start + 1 : stop]
+            return f"invalid UTF-8 in the string {_quoted(inside, bad - start - 1)}"
+    line = data.count(b"\n", 0, bad) + 1
+    column = bad - (data.rfind(b"\n", 0, bad) + 1) + 1
+    return f"invalid UTF-8 at line {line} column {column}"
+
+
+def _quoted(value: str | bytes, bad: int, before: int = 40, after: int = 20) -> str:
+    """``value`` quoted around its byte ``bad``; bytes that are not UTF-8 as
+    ``\\xff`` escapes, a lone surrogate as ``\\ud800``."""
+    start, stop = max(0, bad - before), bad + after
+    window = value[start:stop]
+    if isinstance(window, bytes):
+        text = window.decode("utf-8", "backslashreplace")
+    else:
+        text = window.encode("utf-8", "backslashreplace").decode()
     head = "..." if start > 0 else ""
     tail = "..." if stop < len(value) else ""
-    return f'"{head}{shown}{tail}"'
+    return f'"{head}{text}{tail}"'
+
+
+def _syntax_reason(text: str, position: int) -> str:
+    """What is wrong at ``position``, where the JSON stops being JSON."""
+    if not text[position:].strip():
+        return f"unexpected end {_at(text, len(text.rstrip()))}"
+    if text[position - 1 : position + 1] == "\\u":  # json points past the \
+        position -= 1
+    at = _at(text, position)
+    character = text[position]
+    if character == '"' and _CLOSED_STRING.match(text, position) is None:
+        return f"a string that never ends, starting {at}"
+    if character == "\\":
+        escape = _ESCAPE.match(text, position)
+        shown = escape[0] if escape else text[position : position + 2]
+        return f"invalid escape {shown} {at}"
+    if character.isprintable() and not character.isspace():
+        return f"unexpected '{character}' {at}"
+    return f"unexpected character U+{ord(character):04X} {at}"
 
 
 def nests_too_deep(value: object) -> bool:
@@ -267,6 +302,8 @@ def _safe_repr(value: object) -> str:
         return repr(value)
     except RecursionError:
         return f"({type(value).__name__} nested too deeply to show)"
+    except ValueError:  # an integer of more digits than Python formats
+        return f"({type(value).__name__} holding a number too long to show)"
 
 
 def reject(
@@ -309,3 +346,9 @@ def too_large(
         raw=f"({size} bytes, not kept)",
         run=run,
     )
+
+
+def _at(text: str, position: int) -> str:
+    line = text.count("\n", 0, position) + 1
+    column = position - text.rfind("\n", 0, position)
+    return f"at line {line} column {column}"

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import redis as redis_client
 import scorio.eval as oracle
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 from redis.typing import EncodableT, FieldT
 
@@ -34,7 +34,7 @@ from monitor.inputs.decode import decode_payload
 from monitor.schema import Status
 from monitor.service.service import Service
 from tests.adapters.test_mqtt import presubscribe
-from tests.helpers import eventually, serving
+from tests.helpers import eventually, server_examples, serving
 from tests.hostile import DEEP, REPRODUCERS, RUN, good_stream, interleave, poison
 from tests.services import MosquittoBroker, RedisServer
 
@@ -76,11 +76,7 @@ utf8_poison = st.one_of(
 )
 hostile = poison | utf8_poison
 
-EXAMPLES = settings(
-    max_examples=3,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+EXAMPLES = server_examples(3)
 _numbers = itertools.count()
 # More dead letters than any example makes (an array of 2,000 refused items).
 ALL_LETTERS = 100_000
@@ -291,6 +287,7 @@ async def redis_round(
     assert json.dumps([letter.reason for letter in letters])
 
 
+@pytest.mark.slow
 @EXAMPLES
 @given(st.lists(utf8_poison, min_size=1, max_size=4), st.integers(0, 2**16))
 def test_http_bodies_with_invalid_utf8_count_every_good_event_beside_it(

@@ -7,6 +7,7 @@ downloads its encoding), a four-question dataset and a real scorer.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import io
@@ -210,6 +211,7 @@ def quiet_inspect(monkeypatch: pytest.MonkeyPatch) -> None:
 # -- real evals ------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_every_sample_epoch_reaches_the_embedded_monitor(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -231,19 +233,34 @@ async def test_every_sample_epoch_reaches_the_embedded_monitor(
     assert {row.model for row in status.models} == {"mockllm/good", "mockllm/poor"}
 
 
+@pytest.mark.slow
 async def test_trials_stream_over_http_while_the_eval_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     models = [Scripted("good", GOOD), Scripted("poor", POOR)]
+    # Trials counted when each generation after a model's first came.
     seen: list[int] = []
     async with Service(Monitor()) as service:
+
+        async def counted_one() -> None:
+            # One sample at a time per model: the first sample's trial is
+            # reported while this one waits, however busy the machine.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(60):
+                    while service.snapshot.ingested == 0:
+                        await asyncio.sleep(0.01)
+            seen.append(service.snapshot.ingested)
+
         for scripted in models:
             answer = scripted.answer
 
-            def watching(
-                *args: object, answer: Callable[..., ModelOutput] = answer
+            async def watching(
+                *args: object,
+                answer: Callable[..., ModelOutput] = answer,
+                scripted: Scripted = scripted,
             ) -> ModelOutput:
-                seen.append(service.snapshot.ingested)
+                if scripted.generations > 0:
+                    await counted_one()
                 return answer(*args)
 
             scripted.model = get_model(
@@ -257,9 +274,10 @@ async def test_trials_stream_over_http_while_the_eval_runs(
             logs = await evaluate(capitals(epochs=3), models, tmp_path / "logs")
         counted = monitor_counts(service.monitor, "live")
     assert counted == logged_counts(logs)
-    assert max(seen) > 0  # later generations saw earlier trials counted
+    assert seen and min(seen) > 0  # later generations saw earlier trials counted
 
 
+@pytest.mark.slow
 async def test_early_stopping_skips_sample_epochs_of_resolved_models(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -280,7 +298,12 @@ async def test_early_stopping_skips_sample_epochs_of_resolved_models(
         ran = len(log.samples or [])
         assert scripted.generations == ran < planned
         assert ran + len(stops) == planned
-        assert all("needs no more trials" in (stop.reason or "") for stop in stops)
+        # Skipped as resolved; on a busy machine reports lag, so a question
+        # may also wait while the plan's reservations of it are out.
+        reasons = [stop.reason or "" for stop in stops]
+        resolved = [reason for reason in reasons if "needs no more trials" in reason]
+        waiting = [reason for reason in reasons if reason.startswith("allocation asks")]
+        assert resolved and len(resolved) + len(waiting) == len(stops), reasons
         assert log.results.early_stopping.metadata["skipped"] == len(stops)
     with Monitor(SqliteStore(state, read_only=True)) as monitor:
         assert monitor_counts(monitor, "capitals") == logged_counts(logs)

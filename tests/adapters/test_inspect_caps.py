@@ -55,7 +55,10 @@ from tests.adapters.test_inspect_loop import (
 )
 from tests.helpers import serving
 
-pytestmark = [pytest.mark.filterwarnings(text) for text in INSPECT_OWN_WARNINGS]
+pytestmark = [
+    pytest.mark.slow,  # each test runs real Inspect evals
+    *(pytest.mark.filterwarnings(text) for text in INSPECT_OWN_WARNINGS),
+]
 
 
 @pytest.fixture(autouse=True)

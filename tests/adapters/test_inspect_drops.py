@@ -39,7 +39,10 @@ from tests.adapters.test_inspect_ai import INSPECT_OWN_WARNINGS
 from tests.adapters.test_inspect_loop import PROVIDER, QUESTIONS, evaluate, model
 from tests.helpers import serving
 
-pytestmark = [pytest.mark.filterwarnings(text) for text in INSPECT_OWN_WARNINGS]
+pytestmark = [
+    pytest.mark.slow,  # each test runs real Inspect evals or reads their logs
+    *(pytest.mark.filterwarnings(text) for text in INSPECT_OWN_WARNINGS),
+]
 REPO = Path(__file__).resolve().parents[2]
 TASKS = Path(__file__).with_name("inspect_tasks.py")
 PARTIAL_CREDIT = '{"C": 2, "P": 1, "I": 0}'

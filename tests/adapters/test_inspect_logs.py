@@ -46,7 +46,10 @@ INSPECT_OWN_WARNINGS = (
     "ignore:The 'initial' parameter is deprecated:DeprecationWarning",
     "ignore:Unclosed <MemoryObject:ResourceWarning",
 )
-pytestmark = [pytest.mark.filterwarnings(text) for text in INSPECT_OWN_WARNINGS]
+pytestmark = [
+    pytest.mark.slow,  # each test runs real Inspect evals or reads their logs
+    *(pytest.mark.filterwarnings(text) for text in INSPECT_OWN_WARNINGS),
+]
 
 QUESTIONS = [f"q{index}" for index in range(6)]
 EPOCHS = 3

@@ -35,7 +35,10 @@ from tests.adapters.test_inspect_ai import INSPECT_OWN_WARNINGS
 from tests.helpers import serving
 from tests.services import free_port
 
-pytestmark = [pytest.mark.filterwarnings(text) for text in INSPECT_OWN_WARNINGS]
+pytestmark = [
+    pytest.mark.slow,  # each test runs real Inspect evals or reads their logs
+    *(pytest.mark.filterwarnings(text) for text in INSPECT_OWN_WARNINGS),
+]
 QUESTIONS = [f"q{index}" for index in range(10)]
 PROVIDER = "scorio-latency"
 assert issubclass(inspect_models.LatencyModel, object)  # registers the provider

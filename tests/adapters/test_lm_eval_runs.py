@@ -17,6 +17,9 @@ import pytest
 
 from monitor.cli import main
 
+# Every test here takes seconds (the inner loop is -m "not slow").
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "lm_eval"
 

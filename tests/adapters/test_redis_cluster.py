@@ -22,7 +22,7 @@ from typing import TypeVar
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from redis import Redis
 from redis.cluster import RedisCluster
@@ -47,8 +47,11 @@ from tests.adapters.test_redis_store import (
     pending,
     trial_batch,
 )
-from tests.helpers import eventually, trial_events, trial_results
+from tests.helpers import eventually, server_examples, trial_events, trial_results
 from tests.services import RedisClusterNodes, redis_cluster
+
+# Every test here takes seconds (the inner loop is -m "not slow").
+pytestmark = pytest.mark.slow
 
 # Slots 3300, 7365 and 15495: one run per master of a fresh cluster.
 SPREAD = ("b", "c", "a")
@@ -86,7 +89,7 @@ def test_the_runs_of_these_tests_live_on_different_masters(
     assert len(masters_of(redis_cluster_nodes.url, RUNS)) == 2
 
 
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=25)
+@server_examples(25)
 @given(batches=st.lists(batch_strategy, min_size=1, max_size=5))
 def test_random_batches_across_slots_get_the_memory_stores_answers(
     redis_cluster_nodes: RedisClusterNodes,

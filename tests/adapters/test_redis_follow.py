@@ -104,6 +104,7 @@ def batches(run: str, questions: int, category: int) -> list[bytes]:
     ]
 
 
+@pytest.mark.slow
 def test_two_workers_fed_the_same_trials_converge_to_the_counts_in_redis(
     redis: RedisServer, clean: str
 ) -> None:

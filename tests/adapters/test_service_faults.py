@@ -39,6 +39,9 @@ from tests.services import (
     require_binary,
 )
 
+# Every test here takes seconds (the inner loop is -m "not slow").
+pytestmark = pytest.mark.slow
+
 COMMAND = [sys.executable, "-m", "monitor.cli", "serve", "--config"]
 
 

@@ -55,6 +55,7 @@ def clear_trials(run: str) -> list[dict[str, object]]:
     ]
 
 
+@pytest.mark.slow
 async def test_each_alert_arrives_exactly_once_after_the_receiver_recovers() -> None:
     receiver = Receiver(failures=3)
     async with serving(receiver.app) as base:

@@ -128,6 +128,7 @@ async def test_a_reader_gets_the_monitors_retained_status_and_its_events(
     ]
 
 
+@pytest.mark.slow
 async def test_readers_get_no_trials_and_producers_no_statuses(
     broker: int, prefix: str
 ) -> None:

@@ -40,6 +40,9 @@ from tests.deploy.deployment import (
 )
 from tests.helpers import trial_events, trial_results
 
+# Every test here takes seconds (the inner loop is -m "not slow").
+pytestmark = pytest.mark.slow
+
 RUN = "bench"
 
 

@@ -9,6 +9,7 @@ from importlib import metadata
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from monitor.config import load_service_config
 
@@ -53,6 +54,7 @@ def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_ingest_format_decides_how_a_file_is_read_not_its_extension(
     tmp_path: Path,
 ) -> None:
@@ -72,6 +74,7 @@ def test_ingest_format_decides_how_a_file_is_read_not_its_extension(
     assert [s["trials"] for s in json.loads(result.stdout)] == [1]
 
 
+@pytest.mark.slow
 def test_inputs_a_command_cannot_read_get_one_clear_line(tmp_path: Path) -> None:
     archive = tmp_path / "paper.npz"
     write_npz(archive)
@@ -97,6 +100,7 @@ def test_inputs_a_command_cannot_read_get_one_clear_line(tmp_path: Path) -> None
     assert not list(tmp_path.glob("*.db*"))
 
 
+@pytest.mark.slow
 def test_status_finds_the_state_file_the_quick_start_wrote(tmp_path: Path) -> None:
     examples = tmp_path / "examples"
     examples.mkdir()
@@ -123,6 +127,7 @@ def test_status_without_a_state_file_says_where_watch_writes_one(
     assert "give --state" in line and "<input>.monitor.db" in line
 
 
+@pytest.mark.slow
 def test_a_bad_config_fails_before_any_state_file_exists(tmp_path: Path) -> None:
     stream = tmp_path / "x.jsonl"
     stream.write_text('{"run": "r", "model": "a", "question": 1, "trial": 0}\n')
@@ -136,6 +141,7 @@ def test_a_bad_config_fails_before_any_state_file_exists(tmp_path: Path) -> None
     assert sorted(path.name for path in tmp_path.iterdir()) == ["bad.toml", "x.jsonl"]
 
 
+@pytest.mark.slow
 def test_json_is_an_array_of_one_status_per_run_for_every_command(
     tmp_path: Path,
 ) -> None:
@@ -164,6 +170,7 @@ def test_simulate_refuses_bad_numbers_in_words() -> None:
         assert "pydantic" not in result.stderr and "a <= 0" not in result.stderr
 
 
+@pytest.mark.slow
 def test_a_run_file_given_to_serve_says_run_settings_go_under_runs() -> None:
     line = one_line_error(run("serve", "--config", "examples/aime25.toml"))
     assert "are run settings" in line and "[[runs]]" in line

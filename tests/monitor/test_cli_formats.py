@@ -48,6 +48,7 @@ def status_json(state: Path) -> dict[str, object]:
     return status
 
 
+@pytest.mark.slow
 def test_status_csv_equals_the_json(state: Path) -> None:
     models = status_json(state)["models"]
     assert isinstance(models, list)
@@ -64,6 +65,7 @@ def test_status_csv_equals_the_json(state: Path) -> None:
         assert row["needs_trials"] == str(model["needs_trials"])
 
 
+@pytest.mark.slow
 def test_status_markdown_is_one_table_per_run(state: Path) -> None:
     models = status_json(state)["models"]
     assert isinstance(models, list)
@@ -85,6 +87,7 @@ def test_status_markdown_is_one_table_per_run(state: Path) -> None:
     assert first[6] == "30"
 
 
+@pytest.mark.slow
 def test_score_markdown_and_csv(state: Path) -> None:
     stream = state.parent / "trials.jsonl"
     as_json = cli("score", str(stream), "--json", cwd=state.parent)

@@ -164,6 +164,7 @@ def runs_in(state: Path) -> dict[str, int]:
         return {}
 
 
+@pytest.mark.slow
 def test_follow_ingests_samples_files_as_the_harness_writes_them(
     tmp_path: Path,
 ) -> None:

@@ -146,6 +146,7 @@ def test_next_without_run_names_the_runs_to_choose_from(tmp_path: Path) -> None:
     assert "holds 2 runs (one, two); choose one with --run" in line
 
 
+@pytest.mark.slow
 def test_org_model_names_stay_on_one_line_when_piped(tmp_path: Path) -> None:
     models = (
         "meta-llama/Llama-3.1-405B-Instruct-Turbo-FP8",
@@ -167,6 +168,7 @@ def test_org_model_names_stay_on_one_line_when_piped(tmp_path: Path) -> None:
         assert sum(model in row for row in table) == 1
 
 
+@pytest.mark.slow
 def test_watch_of_csv_rows_says_once_to_ingest_them_as_csv(tmp_path: Path) -> None:
     path = tmp_path / "results.csv"
     path.write_text(
@@ -200,6 +202,7 @@ def test_a_broken_first_line_with_commas_is_no_csv(
     assert status["trials"] == 2
 
 
+@pytest.mark.slow
 def test_score_reports_the_column_of_a_truncated_line() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "monitor", "score", "examples/aime25.jsonl"],
@@ -213,11 +216,12 @@ def test_score_reports_the_column_of_a_truncated_line() -> None:
     truncated = (ROOT / "examples" / "aime25.jsonl").read_text().splitlines()[700]
     assert len(truncated) == 57  # the line stops after `"trial":`
     assert (
-        "examples/aime25.jsonl:701: skipped: invalid JSON: Expecting value at "
+        "examples/aime25.jsonl:701: skipped: invalid JSON: unexpected end at "
         "line 1 column 58"
     ) in result.stderr
 
 
+@pytest.mark.slow
 def test_watch_http_prints_each_rejection_once(tmp_path: Path) -> None:
     require_libraries("fastapi", "uvicorn", "sse_starlette", "prometheus_client")
     path = tmp_path / "results.jsonl"
@@ -246,6 +250,7 @@ def test_watch_http_prints_each_rejection_once(tmp_path: Path) -> None:
     assert f"{path}:2: rejected: invalid JSON" in err
 
 
+@pytest.mark.slow
 def test_watch_and_score_import_no_service_library(tmp_path: Path) -> None:
     path = tmp_path / "results.jsonl"
     path.write_text(trial("a", 1, 1) + "\n" + trial("b", 1, 0) + "\n")
@@ -254,6 +259,7 @@ def test_watch_and_score_import_no_service_library(tmp_path: Path) -> None:
         assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("library", "arguments", "message"),
     [

@@ -118,6 +118,7 @@ def test_a_file_without_valid_rows_exits_nonzero(tmp_path: Path) -> None:
     assert main(["score", str(path)]) == 1
 
 
+@pytest.mark.slow
 def test_the_console_script_prints_a_leaderboard() -> None:
     result = subprocess.run(
         [

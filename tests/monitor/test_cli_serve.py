@@ -66,6 +66,7 @@ def test_connections_to_the_bound_socket_send_without_waiting_for_acks() -> None
     assert asyncio.run(accepted_nodelay()) != 0
 
 
+@pytest.mark.slow
 def test_serve_on_a_busy_port_fails_in_one_line_without_announcing(
     tmp_path: Path,
 ) -> None:
@@ -93,6 +94,7 @@ def test_serve_on_a_busy_port_fails_in_one_line_without_announcing(
     assert not (tmp_path / "w.db").exists()
 
 
+@pytest.mark.slow
 def test_serve_answers_as_soon_as_it_announces(tmp_path: Path) -> None:
     port = free_port()
     config = str(service_config(tmp_path, port))
@@ -118,6 +120,7 @@ def test_serve_answers_as_soon_as_it_announces(tmp_path: Path) -> None:
             process.stderr.close()
 
 
+@pytest.mark.slow
 def test_watch_http_reports_like_watch_when_stdout_is_not_a_terminal(
     tmp_path: Path,
 ) -> None:
@@ -156,6 +159,7 @@ def test_watch_http_reports_like_watch_when_stdout_is_not_a_terminal(
     assert "events:" in stdout and "pair_unresolvable" in stdout
 
 
+@pytest.mark.slow
 def test_watch_http_traces_a_replayed_file_from_its_first_trials(
     tmp_path: Path,
 ) -> None:
@@ -233,6 +237,7 @@ def stop_all(processes: list[subprocess.Popen[str]]) -> None:
             process.stderr.close()
 
 
+@pytest.mark.slow
 def test_a_second_worker_from_one_config_exits_on_the_busy_port_and_the_first_serves(
     tmp_path: Path, mosquitto: MosquittoBroker, prefix: str
 ) -> None:
@@ -255,6 +260,7 @@ def test_a_second_worker_from_one_config_exits_on_the_busy_port_and_the_first_se
     assert first.returncode == 0
 
 
+@pytest.mark.slow
 def test_two_workers_under_one_client_id_leave_one_running_and_one_explaining(
     tmp_path: Path, mosquitto: MosquittoBroker, prefix: str
 ) -> None:
@@ -282,6 +288,7 @@ def test_two_workers_under_one_client_id_leave_one_running_and_one_explaining(
         stop_all(workers)
 
 
+@pytest.mark.slow
 def test_workers_with_per_process_client_ids_run_side_by_side(
     tmp_path: Path, mosquitto: MosquittoBroker, prefix: str
 ) -> None:
@@ -344,6 +351,7 @@ def answer_then_close(sock: socket.socket) -> bytes:
     return received
 
 
+@pytest.mark.slow
 def test_a_request_head_or_body_that_does_not_come_is_cut_off(tmp_path: Path) -> None:
     process, base = serve_with(tmp_path, "header_timeout_s = 1\nbody_timeout_s = 1")
     port = int(base.rpartition(":")[2])
@@ -366,6 +374,7 @@ def test_a_request_head_or_body_that_does_not_come_is_cut_off(tmp_path: Path) ->
         stop_all([process])
 
 
+@pytest.mark.slow
 def test_idle_connections_past_the_open_file_limit_leave_healthz_answering(
     tmp_path: Path,
 ) -> None:
@@ -419,6 +428,7 @@ async def test_accept_errors_are_logged_once_per_burst(
         loop.set_exception_handler(None)
 
 
+@pytest.mark.slow
 def test_a_flood_of_idle_connections_closes_its_own_not_a_busy_stream(
     tmp_path: Path,
 ) -> None:

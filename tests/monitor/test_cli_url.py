@@ -70,6 +70,7 @@ def events(start: int, stop: int) -> list[dict[str, object]]:
     ]
 
 
+@pytest.mark.slow
 async def test_ingest_sends_lm_eval_output_to_a_running_service_exactly_once(
     service: tuple[str, Service], ran: Ran
 ) -> None:
@@ -90,6 +91,7 @@ async def test_ingest_sends_lm_eval_output_to_a_running_service_exactly_once(
     assert sum(monitor.status(run).duplicates for run in monitor.runs) == 16
 
 
+@pytest.mark.slow
 async def test_watch_follows_a_file_into_the_service_and_resumes(
     service: tuple[str, Service], tmp_path: Path, ran: Ran
 ) -> None:
@@ -116,6 +118,7 @@ async def test_watch_follows_a_file_into_the_service_and_resumes(
     assert (status.trials, status.duplicates) == (40, 40)
 
 
+@pytest.mark.slow
 async def test_a_wrong_token_is_refused_with_a_clear_error(
     service: tuple[str, Service], tmp_path: Path, ran: Ran
 ) -> None:
@@ -129,6 +132,7 @@ async def test_a_wrong_token_is_refused_with_a_clear_error(
     assert "--url takes --format lm-eval, jsonl or csv" in ran.err
 
 
+@pytest.mark.slow
 async def test_ingest_sends_jsonl_and_csv_rows_as_watch_does(
     service: tuple[str, Service], tmp_path: Path, ran: Ran
 ) -> None:
@@ -149,6 +153,7 @@ async def test_ingest_sends_jsonl_and_csv_rows_as_watch_does(
     assert "rows.csv:18: rejected:" in ran.err
 
 
+@pytest.mark.slow
 async def test_ingest_goes_on_past_runs_the_service_does_not_know_and_says_so_once(
     service: tuple[str, Service], ran: Ran
 ) -> None:

@@ -191,6 +191,7 @@ def counted(status: Status | None) -> int:
     )
 
 
+@pytest.mark.slow
 def test_kill_9_mid_stream_then_restart_ends_like_an_uninterrupted_run(
     tmp_path: Path,
 ) -> None:
@@ -246,6 +247,7 @@ def untimed(status: Status | None) -> dict[str, object]:
     return data
 
 
+@pytest.mark.slow
 def test_the_readme_main_job_runs(tmp_path: Path) -> None:
     example = tmp_path / "aime25.jsonl"
     example.write_bytes((ROOT / "examples" / "aime25.jsonl").read_bytes())
@@ -264,6 +266,7 @@ def test_the_readme_main_job_runs(tmp_path: Path) -> None:
     assert "llm11" in result.stdout and "unresolved pairs" in result.stdout
 
 
+@pytest.mark.slow
 def test_watch_with_http_serves_the_api_and_dashboard(tmp_path: Path) -> None:
     lines, results = stream_lines(5)
     path = tmp_path / "run.jsonl"

@@ -86,6 +86,7 @@ def cli(*arguments: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_status_compare_prints_markdown_csv_and_json(state: Path) -> None:
     shown = cli("--state", str(state), "--compare", "round1,round2", "--json")
     assert shown.returncode == 0, shown.stderr
@@ -154,6 +155,7 @@ return Array.from(document.querySelectorAll('#compare-forest g[data-model]'), (g
 """
 
 
+@pytest.mark.slow
 async def test_the_compare_view_in_chromium(tmp_path: Path) -> None:
     with chromium(tmp_path / "profile") as driver:
         async with dashboard(driver, *configs()) as board:

@@ -341,6 +341,7 @@ def example_trials() -> list[dict[str, object]]:
     return events
 
 
+@pytest.mark.slow
 async def test_at_1400_px_nothing_scrolls_sideways_and_the_new_panels_show_data(
     tmp_path: Path,
 ) -> None:

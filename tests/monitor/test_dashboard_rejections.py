@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import cast
 
+import pytest
 from selenium import webdriver
 
 from monitor import RunConfig
 from tests.monitor.test_dashboard import browser, dashboard
+
+# Every test here takes seconds (the inner loop is -m "not slow").
+pytestmark = pytest.mark.slow
 
 __all__ = ["browser"]  # the module's browser fixture, shared
 

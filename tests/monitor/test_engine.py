@@ -156,23 +156,24 @@ def test_prior_outcomes_count_as_r0() -> None:
         ),
         (
             {"run": "r", "model": "a", "question": 1, "trial": 0, "category": "1"},
-            "category: Input should be a valid integer",
+            'category: must be an integer >= 0; got "1"',
         ),
         (
             {"run": "r", "model": "a", "question": 1.5, "trial": 0, "category": 1},
-            "question: Input should be a valid string",
+            "question: must be an integer or 1 to 256 characters of text without "
+            "control characters; got 1.5",
         ),
         (
             {"run": "r", "model": "a", "question": 1, "trial": 0, "category": -1},
-            "category: Input should be greater than or equal to 0",
+            "category: must be an integer >= 0; got -1",
         ),
         (
             {"run": "r", "model": "a", "question": 1, "trial": 0, "correct": "yes"},
-            "correct: Input should be a valid boolean",
+            'correct: must be true or false; got "yes"',
         ),
         (
             {"run": "r", "model": "a", "question": 1, "trial": 0, "category": True},
-            "category: Input should be a valid integer",
+            "category: must be an integer >= 0; got true",
         ),
         (
             {"run": "other", "model": "a", "question": 1, "trial": 0, "category": 1},

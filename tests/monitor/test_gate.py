@@ -72,6 +72,7 @@ def clear_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return state(path, {"a": 0.8, "b": 0.5, "c": 0.52}, 40)
 
 
+@pytest.mark.slow
 def test_a_candidate_shown_no_worse_passes_with_exit_0(clear_state: Path) -> None:
     result = cli(
         "gate", "--state", str(clear_state), "--run", "r",
@@ -85,6 +86,7 @@ def test_a_candidate_shown_no_worse_passes_with_exit_0(clear_state: Path) -> Non
     assert verdict["information"] == pytest.approx(40.0, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_a_candidate_shown_worse_fails_with_exit_1(clear_state: Path) -> None:
     result = cli(
         "gate", "--state", str(clear_state), "--run", "r",
@@ -94,6 +96,7 @@ def test_a_candidate_shown_worse_fails_with_exit_1(clear_state: Path) -> None:
     assert result.stdout.startswith("fail: b is shown worse than a minus 0")
 
 
+@pytest.mark.slow
 def test_close_models_are_inconclusive_with_exit_2(clear_state: Path) -> None:
     result = cli(
         "gate", "--state", str(clear_state), "--run", "r",
@@ -123,6 +126,7 @@ def test_a_margin_lets_a_slightly_worse_candidate_pass(clear_state: Path) -> Non
     assert lenient.verdict == "pass" and lenient.exit_code == 0
 
 
+@pytest.mark.slow
 def test_an_unknown_model_is_an_error_not_a_verdict(clear_state: Path) -> None:
     result = cli(
         "gate", "--state", str(clear_state), "--run", "r",
@@ -191,6 +195,7 @@ def test_c_over_b(scorio_gate):
 """
 
 
+@pytest.mark.slow
 def test_the_pytest_fixture_fails_a_test_only_on_a_fail_verdict(
     pytester: pytest.Pytester, clear_state: Path
 ) -> None:
@@ -203,6 +208,7 @@ def test_the_pytest_fixture_fails_a_test_only_on_a_fail_verdict(
     result.stdout.fnmatch_lines(["*scorio gate fail: b is shown worse than a*"])
 
 
+@pytest.mark.slow
 def test_require_pass_also_fails_an_inconclusive_gate(
     pytester: pytest.Pytester, clear_state: Path
 ) -> None:
@@ -216,6 +222,7 @@ def test_require_pass_also_fails_an_inconclusive_gate(
     result.stdout.fnmatch_lines(["*scorio gate inconclusive*"])
 
 
+@pytest.mark.slow
 def test_the_fixture_says_what_it_needs(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_gated=GATED_TESTS)
     result = pytester.runpytest_subprocess(

@@ -129,6 +129,7 @@ def point(trials: int) -> HistoryPoint:
     )
 
 
+@pytest.mark.slow
 def test_the_history_is_bounded_and_keeps_its_first_and_newest_half(
     store: Store,
 ) -> None:

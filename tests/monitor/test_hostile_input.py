@@ -17,7 +17,7 @@ import httpx
 import numpy as np
 import pytest
 import scorio.eval as oracle
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from monitor import Monitor, RunConfig
@@ -28,7 +28,7 @@ from monitor.inputs.columns import Parsed, Trial
 from monitor.inputs.decode import decode_events as parse_payload
 from monitor.schema import Rejection, Status, TrialEvent
 from monitor.service.service import Service
-from tests.helpers import serving
+from tests.helpers import server_examples, serving
 from tests.hostile import DEEP, REPRODUCERS, RUN, good_stream, interleave, poison
 
 COMMAND = [sys.executable, "-m", "monitor.cli"]
@@ -106,7 +106,7 @@ def test_parse_payload_never_raises_and_poison_never_counts(
     assert_counts_match(monitor.status(RUN), results)
 
 
-@settings(max_examples=4, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@server_examples(4)
 @given(st.lists(poison, min_size=1, max_size=6), st.integers(0, 2**16))
 def test_watch_of_a_file_rejects_each_poison_line_alone(
     tmp_path_factory: pytest.TempPathFactory, bad: list[bytes], seed: int
@@ -139,7 +139,8 @@ def test_watch_of_stdin_counts_good_lines_around_a_poison_line(tmp_path: Path) -
     assert done.stderr.count(b": rejected: ") == 2
 
 
-@settings(max_examples=5)
+@pytest.mark.slow
+@server_examples(5)
 @given(st.lists(poison, min_size=1, max_size=12), st.integers(0, 2**16))
 def test_http_trials_route_fuzzed_with_poison_between_good_events(
     bad: list[bytes], seed: int
@@ -180,7 +181,8 @@ def legal_header(value: bytes) -> bool:
 BAD_EVENT_IDS = [b"\xb2", "²".encode(), b"1" * 4400, str(2**63).encode(), b"-1", b"1.5"]
 
 
-@settings(max_examples=5)
+@pytest.mark.slow
+@server_examples(5)
 @given(
     st.lists(
         st.binary(max_size=30).filter(legal_header)
@@ -237,7 +239,8 @@ run_configs = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=5)
+@pytest.mark.slow
+@server_examples(5)
 @given(
     st.lists(run_configs.map(lambda c: json.dumps(c).encode()) | poison, max_size=10)
 )

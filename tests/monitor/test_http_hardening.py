@@ -135,6 +135,7 @@ async def test_allowed_origins_may_write() -> None:
             assert response.status_code == 201
 
 
+@pytest.mark.slow
 def test_watch_http_takes_a_token(tmp_path: Path) -> None:
     path = tmp_path / "run.jsonl"
     path.write_text(json.dumps({"run": "r", **trial(0, 0, 1)}) + "\n")

@@ -8,6 +8,7 @@ meanwhile, and the decisions between the models a test covered stand.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from monitor.decisions.decide import Standing, decide, forecast_trials
 from monitor.engine.simulation import PAPER_MEANS, simulate
@@ -85,6 +86,7 @@ def _watch(seed: int, statuses: list[Status]) -> Status:
     return result.status
 
 
+@pytest.mark.slow
 def test_the_late_twin_is_never_claimed_below_the_best_and_decisions_stand() -> None:
     # Seeds where placing the joiner by its score put it under the best
     # model's settled boundary for good (a false claim at the end).

@@ -180,6 +180,7 @@ def test_the_posterior_variance_is_the_per_question_average(categories: int) -> 
     np.testing.assert_allclose(outcomes.posterior_variance(grid), expected)
 
 
+@pytest.mark.slow
 def test_runs_play_worlds_of_their_own_where_questions_differ() -> None:
     # With extreme difficulty and 30 questions, how hard a run's questions
     # happen to be spreads its trials; one average world would not.
@@ -214,6 +215,7 @@ def test_bad_plans_are_refused_with_reasons() -> None:
         PlanRequest(means=(0.5, 0.6, 0.7), question_count=30, target="top_k")
 
 
+@pytest.mark.slow
 def test_the_command_prints_the_plan_as_json() -> None:
     result = cli("plan", "--means", "0.5,0.6", "--questions", "30", "--json")
     assert result.returncode == 0, result.stderr
@@ -228,6 +230,7 @@ def test_the_command_says_what_a_plan_needs() -> None:
     assert "plan needs --means and --questions" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_pilot_run_is_planned_from_its_counts(tmp_path: Path) -> None:
     path = tmp_path / "pilot.db"
     rng = np.random.default_rng(3)

@@ -198,6 +198,7 @@ return {
 """
 
 
+@pytest.mark.slow
 async def test_a_click_on_a_question_opens_its_trials_per_model(
     tmp_path: Path,
 ) -> None:
@@ -244,6 +245,7 @@ async def test_a_click_on_a_question_opens_its_trials_per_model(
 LM_EVAL_OUTPUT = Path(__file__).parents[1] / "fixtures" / "lm_eval" / "output"
 
 
+@pytest.mark.slow
 async def test_an_lm_eval_trial_names_its_samples_file_doc_id_and_repeat(
     tmp_path: Path,
 ) -> None:

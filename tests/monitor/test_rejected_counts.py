@@ -32,7 +32,7 @@ def test_the_quick_start_counts_the_broken_line_it_reports(
     captured = capsys.readouterr()
     reported = rejection_lines(captured.err)
     assert reported == [
-        f"{stream}:701: rejected: invalid JSON: Expecting value at line 1 column 58"
+        f"{stream}:701: rejected: invalid JSON: unexpected end at line 1 column 58"
     ]
     (status,) = json.loads(captured.out)
     assert status["rejected"] == len(reported)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
 import pytest
 
@@ -38,11 +37,11 @@ class StubbornSource:
 
 async def test_closing_ends_a_source_that_swallows_a_cancellation() -> None:
     source = StubbornSource()
-    started = time.monotonic()
     async with Service(Monitor(), [source]):
         await source.started.wait()
+    # Cancelled again after it swallowed the first: closing ended (a close
+    # that waited on the source for ever would meet the test's timeout).
     assert source.cancellations == 2
-    assert time.monotonic() - started < 10
 
 
 class BlippingSource:

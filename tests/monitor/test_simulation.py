@@ -28,6 +28,7 @@ def test_worlds_average_to_the_means_and_keep_ties_exact() -> None:
     assert world[3].mean() == pytest.approx(world[4].mean(), abs=1e-15)
 
 
+@pytest.mark.slow
 def test_a_sequential_run_stops_early_and_grades_its_groups() -> None:
     statuses: list[Status] = []
     result = simulate(PAPER_MEANS, seed=1, observe=statuses.append)
@@ -48,6 +49,7 @@ def test_a_sequential_run_stops_early_and_grades_its_groups() -> None:
     assert result.resolvable_pairs == 9  # ten gaps, one of them an exact tie
 
 
+@pytest.mark.slow
 def test_the_paper_rule_stops_far_sooner_on_the_same_world() -> None:
     sequential = simulate(PAPER_MEANS, seed=1)
     paper = simulate(PAPER_MEANS, seed=1, rule="paper")
@@ -63,6 +65,7 @@ def test_grading_counts_false_claims_both_ways_and_adjacent_resolutions() -> Non
     assert grade(truth, {"a": 1, "b": 2, "c": 4, "d": 3}) == (2, 1, 2)
 
 
+@pytest.mark.slow
 def test_the_cli_prints_json_with_savings_against_fixed_n() -> None:
     completed = subprocess.run(
         [sys.executable, "-m", "monitor.cli", "simulate", "--seed", "2", "--json"],
@@ -112,6 +115,7 @@ def test_rubric_outcomes_keep_the_means_and_costs_are_reported() -> None:
     assert result.cost == trials["model01"] + 4.0 * trials["model02"]
 
 
+@pytest.mark.slow
 def test_forecasts_are_recorded_while_a_model_needs_trials() -> None:
     result = simulate(PAPER_MEANS, seed=4, trials_per_step=10, record_forecasts=True)
     used = {row.model: row.trials for row in result.status.models}
@@ -122,6 +126,7 @@ def test_forecasts_are_recorded_while_a_model_needs_trials() -> None:
     assert result.claims >= result.false_claims
 
 
+@pytest.mark.slow
 def test_a_branch_keeps_the_first_steps_and_draws_another_future() -> None:
     def trials_by_step(branch: tuple[int, int] | None) -> list[dict[str, int]]:
         seen: list[dict[str, int]] = []
@@ -157,6 +162,7 @@ def test_a_branch_keeps_the_first_steps_and_draws_another_future() -> None:
     assert trials_by_step((2, 1))[:2] == trials_by_step(None)[:2]
 
 
+@pytest.mark.slow
 def test_the_cli_takes_error_control_arrival_and_a_margin() -> None:
     completed = subprocess.run(
         [

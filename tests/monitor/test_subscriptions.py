@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+
 from monitor import Monitor, RunConfig
 from monitor.interfaces import Payload
 from monitor.schema import Status
@@ -33,6 +35,7 @@ def event(seq: int) -> StoredEvent:
     )
 
 
+@pytest.mark.slow
 async def test_a_lagging_subscriber_holds_only_the_newest_status_per_run() -> None:
     subscription = Subscription(1 << 20, 60.0, Clock())
     for trials in range(1000):

@@ -90,6 +90,7 @@ def trials_in(lines: list[str]) -> int:
     return len(keys)
 
 
+@pytest.mark.slow
 def test_watch_follow_draws_the_table_while_the_stream_grows(
     pane: Pane, tmp_path: Path
 ) -> None:
@@ -121,6 +122,7 @@ def test_watch_follow_draws_the_table_while_the_stream_grows(
     assert "EXITED 0" in final
 
 
+@pytest.mark.slow
 def test_watch_http_draws_the_same_view_with_its_events(
     pane: Pane, tmp_path: Path
 ) -> None:

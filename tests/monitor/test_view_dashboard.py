@@ -81,6 +81,7 @@ def viewer(finished_state: Path) -> Iterator[str]:
             process.stderr.close()
 
 
+@pytest.mark.slow
 def test_view_serves_a_finished_state_file_read_only_with_every_look(
     viewer: str, finished_state: Path, tmp_path: Path
 ) -> None:
@@ -117,6 +118,7 @@ def test_view_serves_a_finished_state_file_read_only_with_every_look(
         asyncio.run(check())
 
 
+@pytest.mark.slow
 def test_a_viewed_state_file_has_stalled_while_written_and_is_finished_once_closed(
     viewer: str, finished_state: Path, tmp_path: Path
 ) -> None:
@@ -144,6 +146,7 @@ def test_a_viewed_state_file_has_stalled_while_written_and_is_finished_once_clos
         asyncio.run(check())
 
 
+@pytest.mark.slow
 async def test_a_stalled_feed_looks_stalled_and_the_eta_counts_the_forecasts(
     tmp_path: Path,
 ) -> None:

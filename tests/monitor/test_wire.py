@@ -12,6 +12,7 @@ import json
 import random
 from collections.abc import Callable, Sequence
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -187,6 +188,7 @@ def flat(parsed: list[Decoded]) -> list[Parsed]:
     return items
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None)
 @given(payloads(), st.sampled_from([None, "r"]), st.sampled_from([None, 7]))
 def test_decode_payload_gives_what_decode_events_gives(
@@ -317,6 +319,7 @@ def state_of(monitor: Monitor) -> object:
     return statuses, letters
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(
     runs,
@@ -337,6 +340,7 @@ def test_a_monitor_fed_columns_counts_and_refuses_as_one_fed_event_by_event(
     assert state_of(fast) == state_of(slow)
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None)
 @given(runs, st.lists(payloads(), min_size=1, max_size=6))
 def test_ingest_payload_counts_and_refuses_as_event_by_event(

@@ -89,6 +89,7 @@ def _crossing_rate_with_futility(
     return float(crossed.mean())
 
 
+@pytest.mark.slow
 def test_a_binding_constant_holds_alpha_when_futile_paths_stop() -> None:
     alpha, paths = 0.025, 40000
     plain = wang_tsiatis_constant(alpha, 0.1)

@@ -117,6 +117,7 @@ def test_every_prefix_of_a_stream_equals_a_batch_recompute(
         assert table.sigma >= 0.0
 
 
+@pytest.mark.slow
 def test_a_million_random_updates_do_not_drift() -> None:
     rng = np.random.default_rng(2026)
     weights = np.array([-0.7, 0.1, 0.55, 3.0])

@@ -69,6 +69,7 @@ def same(ours: object, theirs: object) -> None:
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=40)
 @given(fit=fits(), lam=st.sampled_from([0.5, 1.0, 2.0, 3.0, 4.0]))
 def test_exact_moments_and_utilities_equal_scorio(
