@@ -90,6 +90,7 @@ def assert_counts_match(status: Status, results: np.ndarray) -> None:
         assert (row.mu, row.sigma) == pytest.approx((mu, sigma), abs=1e-12)
 
 
+@pytest.mark.slow
 @EXAMPLES
 @given(st.lists(hostile, min_size=1, max_size=6), st.integers(0, 2**16))
 @example(bad=[MANY_REFUSED], seed=1644)

@@ -501,6 +501,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("url", ["mqtt://127.0.0.1:9", "http://127.0.0.1:9"])
 def test_the_hook_loads_without_the_mqtt_libraries(url: str) -> None:
     """As ``[inspect]`` installs it: no aiomqtt; an MQTT URL names the extra."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Final, cast
 
+import pytest
 from selenium import webdriver
 
 from monitor import RunConfig
@@ -35,6 +36,9 @@ return Object.fromEntries(Array.from(
   (row) => [row.dataset.model, swatch(row)]));
 """
 MODELS: Final = ("alpha-7b", "beta-13b", "gamma-70b", "delta-1b")
+
+
+pytestmark = pytest.mark.slow
 
 
 async def colors(page: Page, url: str, trials_shown: int) -> dict[str, str]:

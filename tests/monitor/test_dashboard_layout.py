@@ -7,6 +7,7 @@ the screenshots in docs/ show is what these tests measure.
 
 from __future__ import annotations
 
+import pytest
 from selenium import webdriver
 
 from tests.monitor.dashboard_screens import (
@@ -19,6 +20,9 @@ from tests.monitor.dashboard_screens import (
 from tests.monitor.test_dashboard import browser
 
 __all__ = ["browser"]  # the module's browser fixture, shared
+
+
+pytestmark = pytest.mark.slow
 
 
 async def test_on_a_phone_the_page_fits_the_screen_and_every_tile_holds_its_text(

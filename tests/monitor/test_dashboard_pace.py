@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Final, cast
 
 import httpx
+import pytest
 from selenium import webdriver
 
 from monitor import RunConfig
@@ -30,6 +31,9 @@ return {rate: document.querySelector('[data-field=rate]').textContent,
 """
 # The page's clock, 14 minutes on: no trial came in that time.
 LATER: Final = "const real = Date.now; Date.now = () => real() + 14 * 60000;"
+
+
+pytestmark = pytest.mark.slow
 
 
 @contextlib.contextmanager

@@ -186,6 +186,7 @@ def quick_start_screen(pane: Pane, tmp_path: Path, width: int) -> dict[str, list
     return sections
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", [80, 100, 140])
 def test_the_quick_start_fits_the_terminal_without_losing_a_name_or_a_number(
     pane: Pane, tmp_path: Path, width: int
