@@ -161,7 +161,12 @@ def _watch_to_url(path: Path | None, arguments: argparse.Namespace) -> int:
     source = JsonLines(path, follow=arguments.follow, resume=resume_point(path))
     _stop_on_signals(source)
     sent, statuses = watch_to_url(
-        source, path, arguments.url, url_token(arguments), arguments.config
+        source,
+        path,
+        arguments.url,
+        url_token(arguments),
+        arguments.config,
+        follow=arguments.follow,
     )
     if arguments.json:
         print_statuses(statuses)
@@ -169,6 +174,8 @@ def _watch_to_url(path: Path | None, arguments: argparse.Namespace) -> int:
         console = terminal()
         for status in statuses:
             console.print(status_view(status, []))
+    if sent.refused:
+        return 1  # said once per run, with the first reason
     if sent.trials == 0 and sent.rejected:
         print("scorio-monitor: no valid trial events read", file=sys.stderr)
         return 1

@@ -20,7 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adapters.harness import BatchRefusedError, MonitorClient, transport_for
+from adapters.harness import BatchRefusedError, MonitorClient
+from adapters.harness.transports.http import HttpTransport
 from adapters.jsonl import Cursor, JsonLines
 from monitor.config import load_run_configs
 from monitor.feeds.files import ItemBatch, Located
@@ -68,7 +69,11 @@ class RemoteSink:
     def __init__(self, url: str, token: str | None, config: Path | None) -> None:
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"--url must be http(s)://; got {url!r}")
-        self._client = MonitorClient(transport_for(url, token=token), batch_size=500)
+        # Trials the service refused out of batches it took: totalled per
+        # run and said once (see _show_refused), not a warning per batch.
+        self._refusals: list[tuple[str, int, str]] = []
+        transport = HttpTransport(url, token=token, on_refused=self._refused)
+        self._client = MonitorClient(transport, batch_size=500)
         self._config = config
 
     def __enter__(self) -> RemoteSink:
@@ -89,7 +94,7 @@ class RemoteSink:
     def send(self, items: Iterable[object], source: str) -> Sent:
         """Send the trials among ``items``; return what went and what did not.
 
-            Returns once the service acknowledged every trial it did not refuse
+        Returns once the service acknowledged every trial it did not refuse
         (or raises when it cannot be reached).
         """
         sent = Sent()
@@ -116,7 +121,16 @@ class RemoteSink:
                 sent.refuse(refusal.run, refusal.trials, refusal.detail)
                 sent.trials -= refusal.trials
                 continue
-            return sent
+            break
+        # Noted on the client's thread, read once the flush returned.
+        refusals, self._refusals = self._refusals, []
+        for run, count, reason in refusals:
+            sent.refuse(run, count, reason)
+            sent.trials -= count
+        return sent
+
+    def _refused(self, run: str, count: int, reasons: list[str]) -> None:
+        self._refusals.append((run, count, reasons[0] if reasons else "refused"))
 
     def statuses(self, runs: Iterable[str]) -> list[Status]:
         return [self._client.status(run) for run in sorted(runs)]
@@ -161,8 +175,13 @@ def watch_to_url(
     url: str,
     token: str | None,
     config: Path | None,
+    follow: bool = False,
 ) -> tuple[Sent, list[Status]]:
-    """Follow the source (``path``) into the service, with a cursor file."""
+    """Follow the source (``path``) into the service, with a cursor file.
+
+    Trials the service refuses are totalled per run and said when the watch
+    ends; a following watch also says the first refusal of each run at once.
+    """
     total = Sent()
     cursor_file = _cursor_file(path)
     with RemoteSink(url, token, config) as sink:
@@ -178,6 +197,13 @@ def watch_to_url(
                 else:
                     parsed.extend(decode_events(line.data, source.name, line.number))
             sent = sink.send(parsed, source.name)
+            if follow:
+                for run in sorted(sent.refused.keys() - total.refused.keys()):
+                    print(
+                        f"scorio-monitor: the service refuses trials of run {run!r}: "
+                        f"{sent.refused[run][1]} (a total follows when the watch ends)",
+                        file=sys.stderr,
+                    )
             total.add(sent)
             _show(sent.rejected)
             if cursor_file is not None and cursor is not None:

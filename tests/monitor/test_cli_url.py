@@ -184,3 +184,56 @@ async def test_ingest_to_a_url_that_is_not_a_monitor_fails_once(
     assert code == 2
     assert ran.err.count(f"{base}/wrong is not a scorio monitor") == 1, ran.err
     assert running.monitor.runs == []
+
+
+async def test_watch_says_once_what_the_service_refused_and_exits_1(
+    service: tuple[str, Service], tmp_path: Path, ran: Ran
+) -> None:
+    base, running = service
+    running.monitor.configure(RunConfig(run="w", question_count=3))
+    path = tmp_path / "trials.jsonl"
+    lines(path, events(0, 3))  # questions 0-3: the fourth is one too many
+
+    code = await cli(ran, "watch", str(path), "--url", base, "--token", TOKEN)
+
+    assert code == 1, ran.err
+    status = running.monitor.status("w")
+    assert status.trials == 2 * 3 * 3
+    refused = [line for line in ran.err.splitlines() if "refused" in line]
+    assert refused == [
+        "scorio-monitor: the service refused 6 trials of run 'w': question '3' "
+        "would be distinct question 4 of question_count=3"
+    ], ran.err
+
+
+async def test_a_following_watch_says_the_first_refusal_at_once(
+    service: tuple[str, Service], tmp_path: Path
+) -> None:
+    base, running = service
+    running.monitor.configure(RunConfig(run="w", question_count=3))
+    path = tmp_path / "trials.jsonl"
+    lines(path, events(0, 3))
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "monitor.cli",
+        "watch",
+        str(path),
+        "--follow",
+        "--url",
+        base,
+        "--token",
+        TOKEN,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stderr is not None
+    first = await asyncio.wait_for(process.stderr.readline(), timeout=60)
+    assert first.decode().startswith(
+        "scorio-monitor: the service refuses trials of run 'w': question '3' "
+        "would be distinct question 4"
+    ), first
+    process.terminate()
+    rest = await asyncio.wait_for(process.stderr.read(), timeout=60)
+    assert await process.wait() == 1
+    assert "the service refused 6 trials of run 'w'" in rest.decode()
