@@ -156,13 +156,16 @@ def _watch_to_url(path: Path | None, arguments: argparse.Namespace) -> int:
     if arguments.state is not None or arguments.http is not None:
         raise ValueError("--url sends to a service; it takes no --state or --http")
     # Only here: the harness client is the [client] extra.
-    from monitor.cli.remote import resume_point, watch_to_url
+    from monitor.cli.remote import watch_to_url
 
-    source = JsonLines(path, follow=arguments.follow, resume=resume_point(path))
-    _stop_on_signals(source)
+    def open_source(resume: Cursor | None) -> JsonLines:
+        source = JsonLines(path, follow=arguments.follow, resume=resume)
+        _stop_on_signals(source)
+        return source
+
     sent, statuses = watch_to_url(
-        source,
         path,
+        open_source,
         arguments.url,
         url_token(arguments),
         arguments.config,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from monitor.config import HttpSettings
 from monitor.http.app import create_app
 from monitor.service.service import Service
 from tests.helpers import serving
+from tests.services import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUT = ROOT / "tests" / "fixtures" / "lm_eval" / "output"
@@ -237,3 +239,50 @@ async def test_a_following_watch_says_the_first_refusal_at_once(
     rest = await asyncio.wait_for(process.stderr.read(), timeout=60)
     assert await process.wait() == 1
     assert "the service refused 6 trials of run 'w'" in rest.decode()
+
+
+async def test_watch_into_another_service_sends_the_file_from_the_start(
+    service: tuple[str, Service], tmp_path: Path, ran: Ran
+) -> None:
+    base, running = service
+    path = tmp_path / "trials.jsonl"
+    lines(path, events(0, 3))
+    assert await cli(ran, "watch", str(path), "--url", base, "--token", TOKEN) == 0
+    other = Service(Monitor())
+    async with other, serving(create_app(other, HttpSettings())) as other_base:
+        assert await cli(ran, "watch", str(path), "--url", other_base) == 0, ran.err
+        assert other.monitor.status("w").trials == 2 * 4 * 3
+        assert f"was sent to {base}, not yet to {other_base}" in ran.err
+        # Each URL keeps its own place: the first service is not sent again.
+        lines(path, events(3, 4))
+        assert await cli(ran, "watch", str(path), "--url", base, "--token", TOKEN) == 0
+        assert await cli(ran, "watch", str(path), "--url", other_base) == 0
+    for monitor in (running.monitor, other.monitor):
+        status = monitor.status("w")
+        assert (status.trials, status.duplicates) == (2 * 4 * 4, 0)
+
+
+async def test_watch_into_a_service_restarted_empty_at_the_same_url_starts_over(
+    tmp_path: Path, ran: Ran
+) -> None:
+    path = tmp_path / "trials.jsonl"
+    lines(path, events(0, 3))
+    port = free_port()
+    for _ in range(2):
+        running = Service(Monitor())  # a new, empty service at the same URL
+        async with running, serving(create_app(running, HttpSettings()), port) as base:
+            assert await cli(ran, "watch", str(path), "--url", base) == 0, ran.err
+            assert running.monitor.status("w").trials == 2 * 4 * 3
+    assert f"{base} holds no trials of run 'w'" in ran.err
+    assert "sending the file from the start" in ran.err
+
+
+def test_git_ignores_the_files_watch_writes_beside_its_input() -> None:
+    for name in ("aime25.jsonl.url-cursor", "aime25.jsonl.monitor.db"):
+        ignored = subprocess.run(
+            ["git", "check-ignore", "--quiet", f"examples/{name}"],
+            cwd=ROOT,
+            check=False,
+            timeout=60,
+        )
+        assert ignored.returncode == 0, f"{name} is not in .gitignore"
