@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 DEFAULT_STATE = Path("scorio-monitor.db")
 
 InputKind: TypeAlias = Literal["lines", "csv", "jsonl", "npz", "lm-eval"]
+ArchiveKind: TypeAlias = Literal["npz", "inspect", "zip", "damaged"]
 
 _ZIP_MAGIC: Final = b"PK\x03\x04"
 _PRINTED_REJECTIONS: Final = 50
@@ -72,18 +73,34 @@ def find_state(given: Path | None) -> Path:
     raise ValueError(f"several state files ({names}); choose one with --state")
 
 
-def is_npz(path: Path) -> bool:
-    """Whether the file is a zip archive, which an ``.npz`` is."""
+def archive_kind(path: Path) -> ArchiveKind | None:
+    """What a zip archive holds: numpy arrays (an ``.npz``), an Inspect AI
+    log (``.eval``: ``header.json`` or a ``_journal/``), something else, or
+    nothing readable (``damaged``); None when the file is no zip archive."""
     with path.open("rb") as handle:
-        return handle.read(4) == _ZIP_MAGIC
+        if handle.read(4) != _ZIP_MAGIC:
+            return None
+    # Imported here: only a zip needs it, and the parser imports this module.
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return "damaged"
+    if any(name == "header.json" or name.startswith("_journal/") for name in names):
+        return "inspect"
+    if names and all(name.endswith(".npy") for name in names):
+        return "npz"
+    return "zip"
 
 
 def check_input(path: Path, expected: InputKind, command: str) -> None:
     """Refuse, in one line, an input the command cannot read.
 
     Raises:
-        ValueError: when ``path`` is missing, a directory, or an ``.npz``
-            where text lines are expected (or the other way round).
+        ValueError: when ``path`` is missing, a directory, an archive where
+            text lines are expected, or not an ``.npz`` where one is.
     """
     if not path.exists():
         raise ValueError(f"no such file: {path}")
@@ -94,18 +111,33 @@ def check_input(path: Path, expected: InputKind, command: str) -> None:
             f"{path} is a directory; {command} reads a file (an lm-eval output "
             "directory goes through `scorio-monitor ingest DIR --format lm-eval`)"
         )
-    archive = is_npz(path)
-    if expected == "npz" and not archive:
+    archive = archive_kind(path)
+    if archive == "inspect":
+        then = ", then `scorio-monitor status`" if command == "score" else ""
         raise ValueError(
-            f"{path} is not an .npz archive (a zip of numpy arrays); for trial "
-            "rows use --format csv or jsonl"
+            f"{path} is an Inspect AI log, not {_READS[expected]}; read it with "
+            f"`scorio-monitor ingest {path} --format inspect`{then}"
+        )
+    if archive == "damaged":
+        raise ValueError(
+            f"{path}: not a readable .npz archive (it starts as a zip archive "
+            "but is not a complete one)"
+        )
+    if expected == "npz" and archive != "npz":
+        rows = (
+            "score reads an .npz, or CSV or JSONL trial rows"
+            if command == "score"
+            else "for trial rows use --format csv or jsonl"
+        )
+        raise ValueError(
+            f"{path} is not an .npz archive (a zip of numpy arrays); {rows}"
         )
     if expected == "lines" and looks_like_csv(path):
         raise ValueError(
             f"{path} holds CSV rows, not JSON lines; read it with "
             f"`scorio-monitor ingest {path} --format csv`"
         )
-    if expected in ("lines", "csv", "jsonl", "lm-eval") and archive:
+    if expected != "npz" and archive == "npz":
         usage = (
             "`scorio-monitor score FILE` or `scorio-monitor ingest FILE --format npz`"
             if expected == "lines"
@@ -113,6 +145,11 @@ def check_input(path: Path, expected: InputKind, command: str) -> None:
         )
         raise ValueError(
             f"{path} is an .npz archive, not {_READS[expected]}; use {usage}"
+        )
+    if expected != "npz" and archive == "zip":
+        raise ValueError(
+            f"{path} is a zip archive, neither an .npz of numpy arrays nor an "
+            f"Inspect AI log; {command} reads {_READS[expected]}"
         )
 
 
@@ -138,6 +175,7 @@ def looks_like_csv(path: Path) -> bool:
 
 
 _READS: Final = {
+    "npz": "an .npz archive",
     "lines": "JSON lines",
     "csv": "CSV rows",
     "jsonl": "JSON lines",

@@ -23,8 +23,8 @@ from adapters.results_files import (
 )
 from monitor.cli.common import (
     RejectionPrinter,
+    archive_kind,
     check_input,
-    is_npz,
     print_statuses,
     state_next_to,
     url_token,
@@ -57,7 +57,7 @@ def run_score(arguments: argparse.Namespace) -> int:
     if not path.is_file():
         check_input(path, "lines", "score")  # says why: missing or a directory
     boards: list[Scoreboard]
-    if path.suffix.lower() == ".npz" or is_npz(path):
+    if path.suffix.lower() == ".npz" or archive_kind(path) is not None:
         check_input(path, "npz", "score")
         boards = []
         for matrix in _load_npz(path):
@@ -144,13 +144,14 @@ def run_ingest(arguments: argparse.Namespace) -> int:
         events.extend(report.events)
         printer.show(report.rejected)
 
-    # A bad config fails before the state file is created.
+    # A bad config or an unreadable .npz fails before the state file is created.
     configs = load_run_configs(arguments.config) if arguments.config else []
+    matrices = _renamed(_load_npz(path), arguments) if arguments.format == "npz" else []
     with Monitor(state) as monitor:
         for config in configs:
             monitor.configure(config)
         if arguments.format == "npz":
-            for matrix in _renamed(_load_npz(path), arguments):
+            for matrix in matrices:
                 on_report(ingest_matrix(monitor, matrix))
         elif arguments.format == "lm-eval":
             reader = _lm_eval_reader(path, arguments)
@@ -248,7 +249,8 @@ def _row_batches(path: Path, arguments: argparse.Namespace) -> Iterator[ItemBatc
 def _load_npz(path: Path) -> list[ResultsMatrix]:
     try:
         return load_results_npz(path)
-    except (OSError, zipfile.BadZipFile) as exc:
+    except (OSError, EOFError, NotImplementedError, zipfile.BadZipFile) as exc:
+        # NotImplementedError: a member in a compression zipfile cannot read.
         raise ValueError(f"{path}: not a readable .npz archive ({exc})") from exc
 
 
