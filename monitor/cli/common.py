@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
 if TYPE_CHECKING:
     # Types only: the parser imports this module and must stay light.
-    from monitor.schema import Rejection, Status
+    from monitor.engine.monitor import Monitor
+    from monitor.schema import Rejection, RunConfig, Status
 
 DEFAULT_STATE = Path("scorio-monitor.db")
 
@@ -34,6 +35,37 @@ Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 def print_statuses(statuses: list[Status]) -> None:
     """The one ``--json`` shape: an array with one status per run, always."""
     print(json.dumps([status.model_dump(mode="json") for status in statuses], indent=2))
+
+
+def configure_runs(
+    monitor: Monitor, configs: Sequence[RunConfig], way_out: str
+) -> None:
+    """Declare each run; a change its counted trials cannot take says the way out.
+
+    Args:
+        way_out: How to start over under the new config, e.g. ``give a new
+            --state FILE``.
+
+    Raises:
+        ValueError: when a run that is in the state refuses its new config.
+    """
+    from monitor.errors import ConfigError
+
+    for config in configs:
+        existing = config.run in monitor.runs
+        try:
+            monitor.configure(config)
+        except ConfigError as exc:
+            if not existing:
+                raise
+            raise ValueError(
+                f"{exc}; to start over under this config, {way_out}"
+            ) from exc
+
+
+def new_state_way_out(state: Path) -> str:
+    """The way out of a config a state file's counted trials refuse."""
+    return f"give a new --state FILE (or delete {state})"
 
 
 def state_next_to(path: Path) -> Path:

@@ -25,6 +25,8 @@ from monitor.cli.common import (
     RejectionPrinter,
     archive_kind,
     check_input,
+    configure_runs,
+    new_state_way_out,
     print_statuses,
     state_next_to,
     url_token,
@@ -148,8 +150,7 @@ def run_ingest(arguments: argparse.Namespace) -> int:
     configs = load_run_configs(arguments.config) if arguments.config else []
     matrices = _renamed(_load_npz(path), arguments) if arguments.format == "npz" else []
     with Monitor(state) as monitor:
-        for config in configs:
-            monitor.configure(config)
+        configure_runs(monitor, configs, new_state_way_out(state))
         if arguments.format == "npz":
             for matrix in matrices:
                 on_report(ingest_matrix(monitor, matrix))

@@ -6,7 +6,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from monitor.cli.common import RejectionPrinter, print_statuses
+from monitor.cli.common import (
+    RejectionPrinter,
+    configure_runs,
+    new_state_way_out,
+    print_statuses,
+)
 from monitor.cli.terminal import status_view, terminal
 from monitor.config import load_run_configs
 from monitor.engine.monitor import Monitor
@@ -42,8 +47,7 @@ def run_ingest_inspect(arguments: argparse.Namespace) -> int:
 
     configs = load_run_configs(arguments.config) if arguments.config else []
     with Monitor(state) as monitor:
-        for config in configs:
-            monitor.configure(config)
+        configure_runs(monitor, configs, new_state_way_out(state))
         read = ingest_logs(
             monitor,
             path,

@@ -19,7 +19,9 @@ from monitor.cli.common import (
     DEFAULT_STATE,
     RejectionPrinter,
     check_input,
+    configure_runs,
     listening_socket,
+    new_state_way_out,
     print_statuses,
     state_next_to,
     url_token,
@@ -56,8 +58,7 @@ def run_watch(arguments: argparse.Namespace) -> int:
     )
     # Every look kept: a file replayed at full speed draws its whole trace.
     with Monitor(state, history_interval_s=0.0) as monitor:
-        for config in configs:
-            monitor.configure(config)
+        configure_runs(monitor, configs, new_state_way_out(state))
         console = terminal()
         live = console.is_terminal and not arguments.json and arguments.http is None
         refresh = _Throttle(0.25)
