@@ -56,8 +56,10 @@ def run_watch(arguments: argparse.Namespace) -> int:
         if arguments.http is None
         else listening_socket("127.0.0.1", arguments.http)
     )
-    # Every look kept: a file replayed at full speed draws its whole trace.
-    with Monitor(state, history_interval_s=0.0) as monitor:
+    # A look after every batch, each kept in the history, and batches that
+    # grow with the file (_batch_lines): a file replayed at full speed draws
+    # its whole trace, points spaced by lines read rather than by time.
+    with Monitor(state, look_interval_s=0.0, history_interval_s=0.0) as monitor:
         configure_runs(monitor, configs, new_state_way_out(state))
         console = terminal()
         live = console.is_terminal and not arguments.json and arguments.http is None
@@ -83,9 +85,9 @@ def run_watch(arguments: argparse.Namespace) -> int:
             follow=arguments.follow,
             resume=resume,
             sleep=idle,
-            # Served: smaller batches, so the dashboard's trace starts near the
-            # first trial instead of after the first 2,000 lines.
-            batch_lines=_SERVED_BATCH_LINES if sock is not None else 2000,
+            # Served: batches of at most 200 lines, so the dashboard follows
+            # the replay closely.
+            batch_lines=_served_batch_lines if sock is not None else _batch_lines,
         )
         events: list[StoredEvent] = []
         printer = RejectionPrinter(path)
@@ -220,7 +222,15 @@ def _stop_on_signals(source: JsonLines) -> None:
     signal.signal(signal.SIGINT, stop)
 
 
-_SERVED_BATCH_LINES = 200
+def _batch_lines(read: int) -> int:
+    """Lines in the next batch, after ``read`` lines: 100 at first, then a
+    fiftieth of those read (the trace's points 2 % of the trials apart), at
+    most 2,000 (a batch is a durable write and a look)."""
+    return min(2000, max(100, read // 50))
+
+
+def _served_batch_lines(read: int) -> int:
+    return min(200, _batch_lines(read))
 
 
 class _Throttle:
