@@ -74,8 +74,8 @@ class Registry:
         counts = self._store.counts(config.run)
         if existing is not None and any(map(_has_trials, counts.values())):
             _check_scoring_unchanged(existing.config, config)
-            _check_stopping_unchanged(existing.config, config)
             _check_questions_unchanged(existing, config, counts)
+            _check_stopping_unchanged(existing.config, config)
         # Built before anything is saved: a config the counted state cannot
         # live with is refused whole, and the stored one stays.
         state = RunState(config, declared=True)

@@ -204,3 +204,31 @@ def test_watch_refuses_another_confidence_for_a_counted_run_and_says_the_way_out
     assert again.returncode == 0, again.stderr
     with Monitor(SqliteStore(fresh, read_only=True)) as monitor:
         assert monitor.config("aime25").confidence == 0.8
+
+
+def test_watch_with_a_config_after_one_without_says_how_to_start_over(
+    tmp_path: Path,
+) -> None:
+    stream = tmp_path / "aime25.jsonl"
+    shutil.copy(EXAMPLES / "aime25.jsonl", stream)
+    assert watch(str(stream), cwd=tmp_path).returncode == 0  # an open run
+
+    refused = watch(
+        str(stream), "--config", str(EXAMPLES / "aime25.toml"), cwd=tmp_path
+    )
+
+    assert refused.returncode == 2
+    (line,) = refused.stderr.splitlines()
+    state = tmp_path / "aime25.jsonl.monitor.db"
+    assert line == (
+        "scorio-monitor: error: run 'aime25' already counted trials with an open "
+        "question set; cannot change to question_count=30; to start over under "
+        f"this config, give a new --state FILE (or delete {state})"
+    )
+    state.unlink()
+    assert (
+        watch(
+            str(stream), "--config", str(EXAMPLES / "aime25.toml"), cwd=tmp_path
+        ).returncode
+        == 0
+    )
