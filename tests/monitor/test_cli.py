@@ -183,3 +183,14 @@ def test_a_pydantic_error_reaches_the_user_as_one_line(tmp_path: Path) -> None:
     config.write_text('run = "r"\nmax_trials_per_question = 0\n')
     line = one_line_error(run("watch", str(stream), "--config", str(config)))
     assert "max_trials_per_question" in line and "errors.pydantic.dev" not in line
+
+
+def test_every_commands_help_prints_percent_signs_once() -> None:
+    usage = run("--help").stdout
+    names = usage[usage.index("{") + 1 : usage.index("}")].split(",")
+    assert "plan" in names and "watch" in names
+    for name in names:
+        result = run(name, "--help")
+        assert result.returncode == 0, (name, result.stderr)
+        assert "%%" not in result.stdout, (name, result.stdout)
+    assert "(10-90 % range)" in " ".join(run("plan", "--help").stdout.split())
