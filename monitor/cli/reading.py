@@ -7,6 +7,7 @@ under a second (``benchmarks/startup.py``).
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import sys
 from collections.abc import Sequence
@@ -68,7 +69,11 @@ def run_next(arguments: argparse.Namespace) -> int:
         leased = any(item.lease is not None for item in items)
         print("model\tquestion\ttrials" + ("\tlease\texpires" if leased else ""))
         for item in items:
-            lease = "" if item.lease is None else f"\t{item.lease}\t{item.expires}"
+            lease = (
+                ""
+                if item.lease is None
+                else f"\t{item.lease}\t{_readable_time(item.expires)}"
+            )
             print(f"{item.model}\t{item.question}\t{item.trials}{lease}")
     if isinstance(items, Plan) and (items.stable or items.waiting_for):
         # Why the plan holds no (more) trials, beside any output format.
@@ -76,6 +81,15 @@ def run_next(arguments: argparse.Namespace) -> int:
     elif not items:
         print("scorio-monitor: no trials planned", file=sys.stderr)
     return 0
+
+
+def _readable_time(epoch_s: float | None) -> str:
+    """ISO 8601 in UTC to the second, e.g. ``2026-12-01T22:30:00Z`` (``--json``
+    keeps the seconds since the epoch)."""
+    if epoch_s is None:
+        return ""
+    moment = datetime.datetime.fromtimestamp(epoch_s, tz=datetime.UTC)
+    return moment.replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def _only_run(runs: Sequence[str], state: Path) -> str:

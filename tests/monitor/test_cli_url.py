@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -286,3 +288,28 @@ def test_git_ignores_the_files_watch_writes_beside_its_input() -> None:
             timeout=60,
         )
         assert ignored.returncode == 0, f"{name} is not in .gitignore"
+
+
+async def test_next_url_prints_when_the_lease_expires_as_a_utc_time(
+    service: tuple[str, Service], ran: Ran
+) -> None:
+    base, running = service
+    running.monitor.configure(RunConfig(run="w", question_count=4))
+    running.monitor.ingest(events(0, 1))
+    url = ["--url", base, "--token", TOKEN]
+    before = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+
+    code = await cli(
+        ran, "next", *url, "--run", "w", "--budget", "4", "--lease-s", "600"
+    )
+
+    assert code == 0, ran.err
+    header, *rows = ran.out.splitlines()
+    assert header.split("\t") == ["model", "question", "trials", "lease", "expires"]
+    assert rows
+    for row in rows:
+        expires = row.split("\t")[4]
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", expires), row
+        moment = datetime.datetime.fromisoformat(expires)
+        assert before + datetime.timedelta(seconds=599) <= moment
+        assert moment <= before + datetime.timedelta(seconds=601 + 60)
