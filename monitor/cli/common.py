@@ -88,7 +88,7 @@ def find_state(given: Path | None) -> Path:
         ValueError: when there is none, or several to choose from.
     """
     if given is not None:
-        return given
+        return checked_state(given)
     if DEFAULT_STATE.exists():
         return DEFAULT_STATE
     found = sorted(path for pattern in _STATE_PATTERNS for path in Path().glob(pattern))
@@ -103,6 +103,24 @@ def find_state(given: Path | None) -> Path:
         )
     names = ", ".join(str(path) for path in found)
     raise ValueError(f"several state files ({names}); choose one with --state")
+
+
+def checked_state(path: Path, option: str = "--state") -> Path:
+    """``path`` as a state file (``option``), refused in one line if it is a
+    directory.
+
+    Raises:
+        ValueError: when ``path`` is a directory (naming the state files in it).
+    """
+    if not path.is_dir():
+        return path
+    inside = sorted(path.glob("*.monitor.db")) + sorted(path.glob("*/*.monitor.db"))
+    hint = (
+        f"; the state files in it: {', '.join(map(str, inside[:5]))}"
+        if inside
+        else f"; {option} takes a file (e.g. a .monitor.db)"
+    )
+    raise ValueError(f"{path} is a directory, not a state file{hint}")
 
 
 def archive_kind(path: Path) -> ArchiveKind | None:

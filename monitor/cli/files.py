@@ -25,6 +25,7 @@ from monitor.cli.common import (
     RejectionPrinter,
     archive_kind,
     check_input,
+    checked_state,
     configure_runs,
     new_state_way_out,
     print_statuses,
@@ -133,7 +134,7 @@ def run_ingest(arguments: argparse.Namespace) -> int:
         check_input(path, arguments.format, "ingest")
     if arguments.url is not None:
         return _ingest_to_url(path, arguments)
-    state = arguments.state or _ingest_state(path)
+    state = checked_state(arguments.state or _ingest_state(path))
     printer = RejectionPrinter(path)
     events: list[StoredEvent] = []
     touched: set[str] = set()

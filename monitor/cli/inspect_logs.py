@@ -8,6 +8,7 @@ from pathlib import Path
 
 from monitor.cli.common import (
     RejectionPrinter,
+    checked_state,
     configure_runs,
     new_state_way_out,
     print_statuses,
@@ -34,7 +35,7 @@ def run_ingest_inspect(arguments: argparse.Namespace) -> int:
         raise ValueError(
             "--format inspect needs Inspect AI: pip install 'scorio-monitor[inspect]'"
         ) from exc
-    state = arguments.state or _state_for(path)
+    state = checked_state(arguments.state or _state_for(path))
     printer = RejectionPrinter(path)
     events: list[StoredEvent] = []
     totals = {"accepted": 0, "duplicates": 0}

@@ -19,6 +19,7 @@ from monitor.cli.common import (
     DEFAULT_STATE,
     RejectionPrinter,
     check_input,
+    checked_state,
     configure_runs,
     listening_socket,
     new_state_way_out,
@@ -43,7 +44,9 @@ def run_watch(arguments: argparse.Namespace) -> int:
         # Said before a state file is made for it.
         print(f"scorio-monitor: no trial events read: {path} is empty", file=sys.stderr)
         return 1
-    state = arguments.state or (DEFAULT_STATE if path is None else state_next_to(path))
+    state = checked_state(
+        arguments.state or (DEFAULT_STATE if path is None else state_next_to(path))
+    )
     # A bad config, a missing [http] extra or a busy port fails before the
     # state file is created.
     configs = load_run_configs(arguments.config) if arguments.config else []

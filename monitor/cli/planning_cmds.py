@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from monitor.cli.common import find_state
+from monitor.cli.common import checked_state, find_state
 from monitor.engine.monitor import Monitor
 from monitor.plans.gate import gate
 from monitor.plans.pilot import pilot_request
@@ -21,7 +21,8 @@ def run_plan(arguments: argparse.Namespace) -> int:
             raise ValueError("--pilot needs --run: the pilot run to plan from")
         if arguments.means is not None:
             raise ValueError("give --means or --pilot, not both")
-        with Monitor(SqliteStore(arguments.pilot, read_only=True)) as monitor:
+        pilot = checked_state(arguments.pilot, option="--pilot")
+        with Monitor(SqliteStore(pilot, read_only=True)) as monitor:
             request = pilot_request(
                 monitor,
                 arguments.run,

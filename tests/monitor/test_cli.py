@@ -194,3 +194,38 @@ def test_every_commands_help_prints_percent_signs_once() -> None:
         assert result.returncode == 0, (name, result.stderr)
         assert "%%" not in result.stdout, (name, result.stdout)
     assert "(10-90 % range)" in " ".join(run("plan", "--help").stdout.split())
+
+
+def test_a_directory_given_as_the_state_file_is_named_as_one(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    stream = tmp_path / "trials.jsonl"
+    stream.write_text(
+        '{"run": "r", "model": "a", "question": 1, "trial": 0, "category": 1}\n'
+    )
+    for command in (
+        ["status", "--state", str(logs)],
+        ["next", "--state", str(logs), "--run", "r", "--budget", "1"],
+        [
+            "gate",
+            "--state",
+            str(logs),
+            "--run",
+            "r",
+            "--candidate",
+            "a",
+            "--baseline",
+            "b",
+        ],
+        ["watch", str(stream), "--state", str(logs)],
+        ["ingest", str(stream), "--format", "jsonl", "--state", str(logs)],
+        ["plan", "--pilot", str(logs), "--run", "r"],
+    ):
+        error = one_line_error(run(*command, cwd=tmp_path))
+        assert f"{logs} is a directory, not a state file" in error, command
+    assert list(logs.iterdir()) == []
+    assert (
+        run("watch", str(stream), "--state", str(logs / "r.monitor.db")).returncode == 0
+    )
+    error = one_line_error(run("status", "--state", str(logs), cwd=tmp_path))
+    assert error.endswith(f"the state files in it: {logs / 'r.monitor.db'}")
