@@ -105,6 +105,19 @@ def find_state(given: Path | None) -> Path:
     raise ValueError(f"several state files ({names}); choose one with --state")
 
 
+def require_run(monitor: Monitor, run: str, state: Path) -> None:
+    """Refuse, naming the state file and its runs, a run it does not hold.
+
+    Raises:
+        ValueError: when ``run`` is not one of the state's runs.
+    """
+    runs = monitor.runs
+    if run in runs:
+        return
+    held = f"its runs: {', '.join(runs)}" if runs else "it holds no run yet"
+    raise ValueError(f"{state} holds no run {run!r}; {held}")
+
+
 def checked_state(path: Path, option: str = "--state") -> Path:
     """``path`` as a state file (``option``), refused in one line if it is a
     directory.

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from monitor.cli.common import find_state, print_statuses
+from monitor.cli.common import find_state, print_statuses, require_run
 from monitor.cli.compare_tables import print_comparison
 from monitor.cli.tables import output_format, rows_csv, status_rows, statuses_markdown
 from monitor.cli.terminal import status_view, terminal
@@ -27,6 +27,8 @@ def run_status(arguments: argparse.Namespace) -> int:
     with Monitor(SqliteStore(state, read_only=True)) as monitor:
         if getattr(arguments, "compare", None):
             return print_comparison(monitor, arguments)
+        if arguments.run:
+            require_run(monitor, arguments.run, state)
         runs = [arguments.run] if arguments.run else monitor.runs
         statuses = [monitor.status(run) for run in runs]
         shape = output_format(arguments)
@@ -61,6 +63,7 @@ def run_next(arguments: argparse.Namespace) -> int:
         state = find_state(arguments.state)
         with Monitor(SqliteStore(state, read_only=True)) as monitor:
             run = arguments.run or _only_run(monitor.runs, state)
+            require_run(monitor, run, state)
             items = monitor.next(run, arguments.budget, lease_s=0)
     if arguments.json:
         print(json.dumps([item.model_dump() for item in items], indent=2))

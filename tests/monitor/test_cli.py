@@ -229,3 +229,26 @@ def test_a_directory_given_as_the_state_file_is_named_as_one(tmp_path: Path) -> 
     )
     error = one_line_error(run("status", "--state", str(logs), cwd=tmp_path))
     assert error.endswith(f"the state files in it: {logs / 'r.monitor.db'}")
+
+
+def test_a_run_the_state_file_lacks_is_named_with_the_file_and_its_runs(
+    tmp_path: Path,
+) -> None:
+    stream = tmp_path / "trials.jsonl"
+    stream.write_text(
+        '{"run": "r", "model": "a", "question": 1, "trial": 0, "category": 1}\n'
+        '{"run": "s", "model": "a", "question": 1, "trial": 0, "category": 1}\n'
+    )
+    assert run("watch", str(stream), cwd=tmp_path).returncode == 0
+    state = Path("trials.jsonl.monitor.db")  # found, not given
+    for command in (
+        ["next", "--run", "x", "--budget", "3"],
+        ["status", "--run", "x"],
+        ["gate", "--run", "x", "--candidate", "a", "--baseline", "b"],
+        ["plan", "--pilot", str(state), "--run", "x"],
+    ):
+        result = run(*command, cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.strip().splitlines()[-1] == (
+            f"scorio-monitor: error: {state} holds no run 'x'; its runs: r, s"
+        ), command
