@@ -276,12 +276,15 @@ class RejectionPrinter:
                 where = f"{where}:{rejection.position}"
             print(f"{where}: rejected: {reason}", file=sys.stderr)
 
-    def summarise(self) -> None:
-        """Say how many were left unprinted and how many no run counts."""
+    def summarise(self, kept: bool = True) -> None:
+        """Say how many were left unprinted and how many no run counts.
+
+        ``kept``: whether the state file (their dead letters) is kept.
+        """
         if self.count > self._limit:
+            where = " (kept as dead letters in the state file)" if kept else ""
             print(
-                f"scorio-monitor: {self.count - self._limit} more rejected "
-                "(kept as dead letters in the state file)",
+                f"scorio-monitor: {self.count - self._limit} more rejected{where}",
                 file=sys.stderr,
             )
         if self.without_run:
@@ -290,6 +293,15 @@ class RejectionPrinter:
                 "inputs named no run; no run's count includes them",
                 file=sys.stderr,
             )
+
+
+def remove_state_file(state: Path) -> None:
+    """Delete a state file this command made (and its SQLite side files)."""
+    for path in (state, *(state.with_name(state.name + end) for end in _SIDE_FILES)):
+        path.unlink(missing_ok=True)
+
+
+_SIDE_FILES: Final = ("-wal", "-shm", ".lock")
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
