@@ -294,3 +294,37 @@ def wait_for_health(base: str, server: subprocess.Popen[bytes]) -> None:
         except OSError:  # not listening yet (URLError is an OSError)
             time.sleep(0.05)
     pytest.fail("serve did not answer /healthz within 60 s")
+
+
+# Internal notes that are not in the repository: nothing may cite them.
+NOTES = re.compile(r"\b(?:DESIGN|STYLE)(?:\.md\b|\s+section\b)|\bdesign notes\b")
+
+
+def tracked_files() -> list[Path]:
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"],
+        cwd=ROOT,
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    if listed.returncode != 0:  # not a git checkout: every file under the root
+        return [
+            path
+            for path in ROOT.rglob("*")
+            if path.is_file() and not {".git", ".venv"} & set(path.parts)
+        ]
+    return [ROOT / name for name in listed.stdout.decode().split("\0") if name]
+
+
+def test_no_file_cites_notes_the_repository_does_not_hold() -> None:
+    found = []
+    for path in tracked_files():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue  # binary (an image, an .npz)
+        for number, line in enumerate(text.splitlines(), start=1):
+            if NOTES.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)
