@@ -53,7 +53,8 @@ class JsonLines:
         resume: A cursor from an earlier run; ignored if the file was
             replaced (another inode) or is now shorter.
         max_line_bytes: Longer lines are skipped, reported as too long.
-        batch_lines: Most lines per batch.
+        batch_lines: Most lines per batch; or a function of the lines read
+            so far (a resumed file's included) giving it batch by batch.
         poll_interval_s: Wait between reads when following an idle file.
         sleep: Injectable sleep, for tests.
     """
@@ -65,7 +66,7 @@ class JsonLines:
         follow: bool = False,
         resume: Cursor | None = None,
         max_line_bytes: int = 1 << 20,
-        batch_lines: int = 2000,
+        batch_lines: int | Callable[[int], int] = 2000,
         poll_interval_s: float = 0.05,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -73,7 +74,9 @@ class JsonLines:
         self._follow = follow
         self._resume = resume
         self._max_line_bytes = max_line_bytes
-        self._batch_lines = batch_lines
+        self._batch_lines = (
+            batch_lines if callable(batch_lines) else lambda read: batch_lines
+        )
         self._poll_interval_s = poll_interval_s
         self._sleep = sleep
         self._stopped = False
@@ -116,7 +119,8 @@ class JsonLines:
         following = self._follow and seekable
         while not self._stopped:
             batch: list[Line] = []
-            while len(batch) < self._batch_lines:
+            most = self._batch_lines(self._line)
+            while len(batch) < most:
                 line_start = handle.tell() if seekable else 0
                 # The line, its newline and one byte more: a line's length
                 # is its payload's, without the newline (as any source's).

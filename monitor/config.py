@@ -3,7 +3,7 @@
 A run file holds one run's keys at the top level, or a ``[[runs]]`` array of
 such tables. A service file (``serve --config``) has optional sections
 ``[store]``, ``[mqtt]``, ``[redis_stream]``, ``[http]`` and ``[[runs]]``
-(DESIGN.md section 4). Errors name the file and the problem.
+(docs/service.md). Errors name the file and the problem.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class StoreSettings(BaseModel):
     kind: Literal["sqlite", "memory", "redis"] = "sqlite"
     path: str = "scorio-monitor.db"
     url: str | None = None
-    # Redis Cluster: ``url`` names any node (DESIGN.md section 5).
+    # Redis Cluster: ``url`` names any node (docs/redis.md).
     cluster: bool = False
     prefix: str = "scorio"
     synchronous: Literal["FULL", "NORMAL"] = "FULL"

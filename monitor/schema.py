@@ -1,6 +1,6 @@
 """The wire contract: trial events, run configs, statuses and next-trial plans.
 
-Field names follow DESIGN.md section 4 and are the contract shared by the CLI's
+Field names are the contract (docs/events.md, docs/status.md) shared by the CLI's
 ``--json``, the HTTP API and MQTT. Question and trial ids may arrive as
 strings or integers; both become strings, so ``3`` and ``"3"`` name the same
 trial. The trial event and its cost are msgspec structs

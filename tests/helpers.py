@@ -46,9 +46,10 @@ async def eventually(
 
 
 @contextlib.asynccontextmanager
-async def serving(app: FastAPI) -> AsyncIterator[str]:
-    """Run ``app`` on a real uvicorn server on a free port; yields its base URL."""
-    port = free_port()
+async def serving(app: FastAPI, port: int | None = None) -> AsyncIterator[str]:
+    """Run ``app`` on a real uvicorn server on ``port`` (default: a free one);
+    yields its base URL."""
+    port = free_port() if port is None else port
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
     )

@@ -1,4 +1,4 @@
-"""The import rules of STYLE.md: scorio_core -> monitor -> adapters, never back.
+"""The import rules: scorio_core -> monitor -> adapters, never back.
 
 The layers, scorio_core's allowed third-party imports, the independence of
 the adapters and the order of monitor's rooms are import-linter contracts

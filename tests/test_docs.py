@@ -9,14 +9,17 @@ real ``serve``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -174,7 +177,50 @@ def test_the_documented_curl_posts_a_trial_to_a_real_serve(tmp_path: Path) -> No
     require_libraries("fastapi")  # skips without it, except under CI: fails
     commands = documented_curls()
     assert len(commands) == 3
-    # examples/service.toml as documented, on a free port, its state in tmp.
+    with serving_the_example(tmp_path) as (port, server):
+        post_the_documented_curls(commands, port, tmp_path, server)
+
+
+def test_the_readme_curl_then_the_example_stream_through_watch_url(
+    tmp_path: Path,
+) -> None:
+    require_libraries("fastapi", "httpx")  # skips without, except under CI
+    readme_curl = documented_curls()[0]
+    shutil.copy(ROOT / "examples" / "aime25.jsonl", tmp_path)
+    with serving_the_example(tmp_path) as (port, server):
+        wait_for_health(f"http://127.0.0.1:{port}", server)
+        argv = shlex.split(readme_curl.replace("localhost:8000", f"127.0.0.1:{port}"))
+        posted = subprocess.run(
+            [*argv, "--silent", "--show-error", "--fail"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+        assert posted.returncode == 0, posted.stderr
+        url = f"http://127.0.0.1:{port}"
+        watch = ["watch", "aime25.jsonl", "--url", url, "--json"]
+        watched = subprocess.run(
+            [sys.executable, "-m", "monitor", *watch],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+        assert watched.returncode == 0, watched.stderr
+        assert "refused" not in watched.stderr, watched.stderr
+        (status,) = json.loads(watched.stdout)
+        # The quick start's counts; the README's trial is one of the file's.
+        assert (status["trials"], status["duplicates"]) == (6600, 41)
+
+
+@contextlib.contextmanager
+def serving_the_example(
+    tmp_path: Path,
+) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """``serve`` of examples/service.toml as documented, on a free port, its
+    state in ``tmp_path``."""
     port = free_port()
     config = (ROOT / "examples" / "service.toml").read_text(encoding="utf-8")
     moved = config.replace(
@@ -190,7 +236,7 @@ def test_the_documented_curl_posts_a_trial_to_a_real_serve(tmp_path: Path) -> No
         stderr=subprocess.PIPE,
     ) as server:
         try:
-            post_the_documented_curls(commands, port, tmp_path, server)
+            yield port, server
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -249,3 +295,37 @@ def wait_for_health(base: str, server: subprocess.Popen[bytes]) -> None:
         except OSError:  # not listening yet (URLError is an OSError)
             time.sleep(0.05)
     pytest.fail("serve did not answer /healthz within 60 s")
+
+
+# Internal notes that are not in the repository: nothing may cite them.
+NOTES = re.compile(r"\b(?:DESIGN|STYLE)(?:\.md\b|\s+section\b)|\bdesign notes\b")
+
+
+def tracked_files() -> list[Path]:
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"],
+        cwd=ROOT,
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    if listed.returncode != 0:  # not a git checkout: every file under the root
+        return [
+            path
+            for path in ROOT.rglob("*")
+            if path.is_file() and not {".git", ".venv"} & set(path.parts)
+        ]
+    return [ROOT / name for name in listed.stdout.decode().split("\0") if name]
+
+
+def test_no_file_cites_notes_the_repository_does_not_hold() -> None:
+    found = []
+    for path in tracked_files():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue  # binary (an image, an .npz)
+        for number, line in enumerate(text.splitlines(), start=1):
+            if NOTES.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)

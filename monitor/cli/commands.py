@@ -347,9 +347,9 @@ def _planning_commands(commands: Subparsers) -> None:
         description=(
             "Plan a run before it starts: the run's own stopping rule played "
             "forward on simulated runs (seeded). Answers the expected total "
-            "trials (10-90 %% range), trials per question per model, the share "
+            "trials (10-90 % range), trials per question per model, the share "
             "of adjacent pairs resolved at the cap and the smallest adjacent gap "
-            "resolved with 80 %% power (mde). From --means and --questions, or "
+            "resolved with 80 % power (mde). From --means and --questions, or "
             "from a pilot run's counts (--pilot STATE --run R)."
         ),
     )

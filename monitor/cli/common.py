@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
 if TYPE_CHECKING:
     # Types only: the parser imports this module and must stay light.
-    from monitor.schema import Rejection, Status
+    from monitor.engine.monitor import Monitor
+    from monitor.schema import Rejection, RunConfig, Status
 
 DEFAULT_STATE = Path("scorio-monitor.db")
 
 InputKind: TypeAlias = Literal["lines", "csv", "jsonl", "npz", "lm-eval"]
+ArchiveKind: TypeAlias = Literal["npz", "inspect", "zip", "damaged"]
 
 _ZIP_MAGIC: Final = b"PK\x03\x04"
 _PRINTED_REJECTIONS: Final = 50
@@ -33,6 +35,37 @@ Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 def print_statuses(statuses: list[Status]) -> None:
     """The one ``--json`` shape: an array with one status per run, always."""
     print(json.dumps([status.model_dump(mode="json") for status in statuses], indent=2))
+
+
+def configure_runs(
+    monitor: Monitor, configs: Sequence[RunConfig], way_out: str
+) -> None:
+    """Declare each run; a change its counted trials cannot take says the way out.
+
+    Args:
+        way_out: How to start over under the new config, e.g. ``give a new
+            --state FILE``.
+
+    Raises:
+        ValueError: when a run that is in the state refuses its new config.
+    """
+    from monitor.errors import ConfigError
+
+    for config in configs:
+        existing = config.run in monitor.runs
+        try:
+            monitor.configure(config)
+        except ConfigError as exc:
+            if not existing:
+                raise
+            raise ValueError(
+                f"{exc}; to start over under this config, {way_out}"
+            ) from exc
+
+
+def new_state_way_out(state: Path) -> str:
+    """The way out of a config a state file's counted trials refuse."""
+    return f"give a new --state FILE (or delete {state})"
 
 
 def state_next_to(path: Path) -> Path:
@@ -55,7 +88,7 @@ def find_state(given: Path | None) -> Path:
         ValueError: when there is none, or several to choose from.
     """
     if given is not None:
-        return given
+        return checked_state(given)
     if DEFAULT_STATE.exists():
         return DEFAULT_STATE
     found = sorted(path for pattern in _STATE_PATTERNS for path in Path().glob(pattern))
@@ -72,18 +105,65 @@ def find_state(given: Path | None) -> Path:
     raise ValueError(f"several state files ({names}); choose one with --state")
 
 
-def is_npz(path: Path) -> bool:
-    """Whether the file is a zip archive, which an ``.npz`` is."""
+def require_run(monitor: Monitor, run: str, state: Path) -> None:
+    """Refuse, naming the state file and its runs, a run it does not hold.
+
+    Raises:
+        ValueError: when ``run`` is not one of the state's runs.
+    """
+    runs = monitor.runs
+    if run in runs:
+        return
+    held = f"its runs: {', '.join(runs)}" if runs else "it holds no run yet"
+    raise ValueError(f"{state} holds no run {run!r}; {held}")
+
+
+def checked_state(path: Path, option: str = "--state") -> Path:
+    """``path`` as a state file (``option``), refused in one line if it is a
+    directory.
+
+    Raises:
+        ValueError: when ``path`` is a directory (naming the state files in it).
+    """
+    if not path.is_dir():
+        return path
+    inside = sorted(path.glob("*.monitor.db")) + sorted(path.glob("*/*.monitor.db"))
+    hint = (
+        f"; the state files in it: {', '.join(map(str, inside[:5]))}"
+        if inside
+        else f"; {option} takes a file (e.g. a .monitor.db)"
+    )
+    raise ValueError(f"{path} is a directory, not a state file{hint}")
+
+
+def archive_kind(path: Path) -> ArchiveKind | None:
+    """What a zip archive holds: numpy arrays (an ``.npz``), an Inspect AI
+    log (``.eval``: ``header.json`` or a ``_journal/``), something else, or
+    nothing readable (``damaged``); None when the file is no zip archive."""
     with path.open("rb") as handle:
-        return handle.read(4) == _ZIP_MAGIC
+        if handle.read(4) != _ZIP_MAGIC:
+            return None
+    # Imported here: only a zip needs it, and the parser imports this module.
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return "damaged"
+    if any(name == "header.json" or name.startswith("_journal/") for name in names):
+        return "inspect"
+    if names and all(name.endswith(".npy") for name in names):
+        return "npz"
+    return "zip"
 
 
 def check_input(path: Path, expected: InputKind, command: str) -> None:
     """Refuse, in one line, an input the command cannot read.
 
     Raises:
-        ValueError: when ``path`` is missing, a directory, or an ``.npz``
-            where text lines are expected (or the other way round).
+        ValueError: when ``path`` is missing, a directory, an archive where
+            text lines are expected, or not an ``.npz`` where one is.
     """
     if not path.exists():
         raise ValueError(f"no such file: {path}")
@@ -94,18 +174,33 @@ def check_input(path: Path, expected: InputKind, command: str) -> None:
             f"{path} is a directory; {command} reads a file (an lm-eval output "
             "directory goes through `scorio-monitor ingest DIR --format lm-eval`)"
         )
-    archive = is_npz(path)
-    if expected == "npz" and not archive:
+    archive = archive_kind(path)
+    if archive == "inspect":
+        then = ", then `scorio-monitor status`" if command == "score" else ""
         raise ValueError(
-            f"{path} is not an .npz archive (a zip of numpy arrays); for trial "
-            "rows use --format csv or jsonl"
+            f"{path} is an Inspect AI log, not {_READS[expected]}; read it with "
+            f"`scorio-monitor ingest {path} --format inspect`{then}"
+        )
+    if archive == "damaged":
+        raise ValueError(
+            f"{path}: not a readable .npz archive (it starts as a zip archive "
+            "but is not a complete one)"
+        )
+    if expected == "npz" and archive != "npz":
+        rows = (
+            "score reads an .npz, or CSV or JSONL trial rows"
+            if command == "score"
+            else "for trial rows use --format csv or jsonl"
+        )
+        raise ValueError(
+            f"{path} is not an .npz archive (a zip of numpy arrays); {rows}"
         )
     if expected == "lines" and looks_like_csv(path):
         raise ValueError(
             f"{path} holds CSV rows, not JSON lines; read it with "
             f"`scorio-monitor ingest {path} --format csv`"
         )
-    if expected in ("lines", "csv", "jsonl", "lm-eval") and archive:
+    if expected != "npz" and archive == "npz":
         usage = (
             "`scorio-monitor score FILE` or `scorio-monitor ingest FILE --format npz`"
             if expected == "lines"
@@ -113,6 +208,11 @@ def check_input(path: Path, expected: InputKind, command: str) -> None:
         )
         raise ValueError(
             f"{path} is an .npz archive, not {_READS[expected]}; use {usage}"
+        )
+    if expected != "npz" and archive == "zip":
+        raise ValueError(
+            f"{path} is a zip archive, neither an .npz of numpy arrays nor an "
+            f"Inspect AI log; {command} reads {_READS[expected]}"
         )
 
 
@@ -138,6 +238,7 @@ def looks_like_csv(path: Path) -> bool:
 
 
 _READS: Final = {
+    "npz": "an .npz archive",
     "lines": "JSON lines",
     "csv": "CSV rows",
     "jsonl": "JSON lines",
@@ -175,12 +276,15 @@ class RejectionPrinter:
                 where = f"{where}:{rejection.position}"
             print(f"{where}: rejected: {reason}", file=sys.stderr)
 
-    def summarise(self) -> None:
-        """Say how many were left unprinted and how many no run counts."""
+    def summarise(self, kept: bool = True) -> None:
+        """Say how many were left unprinted and how many no run counts.
+
+        ``kept``: whether the state file (their dead letters) is kept.
+        """
         if self.count > self._limit:
+            where = " (kept as dead letters in the state file)" if kept else ""
             print(
-                f"scorio-monitor: {self.count - self._limit} more rejected "
-                "(kept as dead letters in the state file)",
+                f"scorio-monitor: {self.count - self._limit} more rejected{where}",
                 file=sys.stderr,
             )
         if self.without_run:
@@ -189,6 +293,15 @@ class RejectionPrinter:
                 "inputs named no run; no run's count includes them",
                 file=sys.stderr,
             )
+
+
+def remove_state_file(state: Path) -> None:
+    """Delete a state file this command made (and its SQLite side files)."""
+    for path in (state, *(state.with_name(state.name + end) for end in _SIDE_FILES)):
+        path.unlink(missing_ok=True)
+
+
+_SIDE_FILES: Final = ("-wal", "-shm", ".lock")
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

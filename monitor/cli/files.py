@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import signal
 import sys
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -23,9 +24,14 @@ from adapters.results_files import (
 )
 from monitor.cli.common import (
     RejectionPrinter,
+    archive_kind,
     check_input,
-    is_npz,
+    checked_state,
+    configure_runs,
+    looks_like_csv,
+    new_state_way_out,
     print_statuses,
+    remove_state_file,
     state_next_to,
     url_token,
 )
@@ -44,11 +50,16 @@ from monitor.engine.scoring import (
 )
 from monitor.feeds.files import (
     CategoryMap,
+    Item,
     ItemBatch,
+    Located,
     batched,
     ingest_batches,
     ingest_matrix,
 )
+from monitor.inputs.columns import Parsed
+from monitor.inputs.decode import decode_object
+from monitor.schema import Rejection
 from monitor.stores.records import IngestReport, StoredEvent
 
 
@@ -57,7 +68,7 @@ def run_score(arguments: argparse.Namespace) -> int:
     if not path.is_file():
         check_input(path, "lines", "score")  # says why: missing or a directory
     boards: list[Scoreboard]
-    if path.suffix.lower() == ".npz" or is_npz(path):
+    if path.suffix.lower() == ".npz" or archive_kind(path) is not None:
         check_input(path, "npz", "score")
         boards = []
         for matrix in _load_npz(path):
@@ -131,7 +142,8 @@ def run_ingest(arguments: argparse.Namespace) -> int:
         check_input(path, arguments.format, "ingest")
     if arguments.url is not None:
         return _ingest_to_url(path, arguments)
-    state = arguments.state or _ingest_state(path)
+    state = checked_state(arguments.state or _ingest_state(path))
+    is_new_state = not state.exists()
     printer = RejectionPrinter(path)
     events: list[StoredEvent] = []
     touched: set[str] = set()
@@ -144,26 +156,25 @@ def run_ingest(arguments: argparse.Namespace) -> int:
         events.extend(report.events)
         printer.show(report.rejected)
 
-    # A bad config fails before the state file is created.
+    # A bad config, an unreadable .npz or rows of another format fail before
+    # the state file is created.
     configs = load_run_configs(arguments.config) if arguments.config else []
+    matrices = _renamed(_load_npz(path), arguments) if arguments.format == "npz" else []
+    batches = _item_batches(path, arguments) if arguments.format != "npz" else None
     with Monitor(state) as monitor:
-        for config in configs:
-            monitor.configure(config)
-        if arguments.format == "npz":
-            for matrix in _renamed(_load_npz(path), arguments):
+        configure_runs(monitor, configs, new_state_way_out(state))
+        if batches is None:
+            for matrix in matrices:
                 on_report(ingest_matrix(monitor, matrix))
-        elif arguments.format == "lm-eval":
-            reader = _lm_eval_reader(path, arguments)
+        else:
             if arguments.follow:
-                _stop_reader_on_signals(reader)
                 print(
                     f"scorio-monitor: following {path}; stop with Ctrl-C",
                     file=sys.stderr,
                 )
-            ingest_batches(monitor, reader.batches(), on_report)
-        else:
-            ingest_batches(monitor, _row_batches(path, arguments), on_report)
-        printer.summarise()
+            ingest_batches(monitor, batches, on_report)
+        kept = valid > 0 or not is_new_state
+        printer.summarise(kept=kept)
         statuses = [monitor.status(run) for run in sorted(touched)]
         if arguments.json:
             print_statuses(statuses)
@@ -173,10 +184,94 @@ def run_ingest(arguments: argparse.Namespace) -> int:
                 console.print(
                     status_view(status, [e for e in events if e.run == status.run])
                 )
+    if not kept:
+        # Nothing counted: no state file of rejections only is left behind.
+        remove_state_file(state)
     if valid == 0:
-        print("scorio-monitor: no valid trials read", file=sys.stderr)
+        print(
+            "scorio-monitor: no valid trials read"
+            + ("" if kept else f" ({state} not kept)"),
+            file=sys.stderr,
+        )
         return 1
     return 0
+
+
+def _item_batches(path: Path, arguments: argparse.Namespace) -> Iterator[ItemBatch]:
+    """The items of a rows file or of lm-eval output, checked for their format
+    unless followed (see _refuse_another_format)."""
+    if arguments.format == "lm-eval":
+        reader = _lm_eval_reader(path, arguments)
+        if arguments.follow:
+            _stop_reader_on_signals(reader)
+            return iter(reader.batches())
+        batches: Iterator[ItemBatch] = iter(reader.batches())
+    else:
+        batches = _row_batches(path, arguments)
+    return _refuse_another_format(batches, path, arguments.format)
+
+
+def _refuse_another_format(
+    batches: Iterator[ItemBatch], path: Path, kind: str
+) -> Iterator[ItemBatch]:
+    """``batches`` once one of their first rows is a trial.
+
+    When the first ``_SNIFFED_ROWS`` rows are all refused, the file is taken
+    for another format and refused in one line, before any state is
+    written, rather than one rejection per row.
+
+    Raises:
+        ValueError: when none of the first rows is a trial.
+    """
+    held: list[ItemBatch] = []
+    refused: list[Rejection] = []
+    for batch in batches:
+        held.append(batch)
+        for item in batch.items:
+            decoded = _decoded(item, batch.source)
+            if not isinstance(decoded, Rejection):
+                return itertools.chain(held, batches)
+            refused.append(decoded)
+            if len(refused) >= _SNIFFED_ROWS:
+                raise ValueError(_another_format(path, kind, refused))
+    return iter(held)  # fewer rows: each refusal said, as for any file
+
+
+def _decoded(item: Item, source: str) -> Parsed:
+    if isinstance(item, Rejection):
+        return item
+    if isinstance(item, Located):
+        return decode_object(item.fields, source, item.position)
+    return decode_object(item, source)
+
+
+def _another_format(path: Path, kind: str, refused: list[Rejection]) -> str:
+    first = refused[0]
+    where = "" if first.position is None else f"line {first.position}: "
+    guess = _guessed_format(path)
+    hint = (
+        f"; it reads as {_FORMAT_NAMES[guess]}: --format {guess}"
+        if guess is not None and guess != kind
+        else "; is it another --format (lm-eval, jsonl, csv, npz, inspect)?"
+    )
+    return (
+        f"{path}: the first {len(refused)} rows were refused as --format "
+        f"{kind} ({where}{first.reason}); nothing written{hint}"
+    )
+
+
+def _guessed_format(path: Path) -> str | None:
+    if not path.is_file():
+        return None
+    if looks_like_csv(path):
+        return "csv"
+    with path.open("rb") as handle:
+        head = handle.read(1 << 12).lstrip()
+    return "jsonl" if head[:1] in (b"{", b"[") else None
+
+
+_SNIFFED_ROWS = 10
+_FORMAT_NAMES = {"csv": "CSV rows", "jsonl": "JSON lines"}
 
 
 def _ingest_to_url(path: Path, arguments: argparse.Namespace) -> int:
@@ -186,13 +281,7 @@ def _ingest_to_url(path: Path, arguments: argparse.Namespace) -> int:
     # Only here: the harness client is the [client] extra.
     from monitor.cli.remote import ingest_to_url
 
-    if arguments.format == "lm-eval":
-        reader = _lm_eval_reader(path, arguments)
-        if arguments.follow:
-            _stop_reader_on_signals(reader)
-        batches: Iterable[ItemBatch] = reader.batches()
-    else:
-        batches = _row_batches(path, arguments)
+    batches = _item_batches(path, arguments)
     sent, statuses = ingest_to_url(
         batches, arguments.url, url_token(arguments), arguments.config
     )
@@ -248,7 +337,8 @@ def _row_batches(path: Path, arguments: argparse.Namespace) -> Iterator[ItemBatc
 def _load_npz(path: Path) -> list[ResultsMatrix]:
     try:
         return load_results_npz(path)
-    except (OSError, zipfile.BadZipFile) as exc:
+    except (OSError, EOFError, NotImplementedError, zipfile.BadZipFile) as exc:
+        # NotImplementedError: a member in a compression zipfile cannot read.
         raise ValueError(f"{path}: not a readable .npz archive ({exc})") from exc
 
 

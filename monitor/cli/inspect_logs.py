@@ -6,7 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from monitor.cli.common import RejectionPrinter, print_statuses
+from monitor.cli.common import (
+    RejectionPrinter,
+    checked_state,
+    configure_runs,
+    new_state_way_out,
+    print_statuses,
+)
 from monitor.cli.terminal import status_view, terminal
 from monitor.config import load_run_configs
 from monitor.engine.monitor import Monitor
@@ -31,7 +37,7 @@ def run_ingest_inspect(arguments: argparse.Namespace) -> int:
         raise ValueError(
             missing_extra_message("ingest --format inspect", "inspect", library)
         ) from exc
-    state = arguments.state or _state_for(path)
+    state = checked_state(arguments.state or _state_for(path))
     printer = RejectionPrinter(path)
     events: list[StoredEvent] = []
     totals = {"accepted": 0, "duplicates": 0}
@@ -44,8 +50,7 @@ def run_ingest_inspect(arguments: argparse.Namespace) -> int:
 
     configs = load_run_configs(arguments.config) if arguments.config else []
     with Monitor(state) as monitor:
-        for config in configs:
-            monitor.configure(config)
+        configure_runs(monitor, configs, new_state_way_out(state))
         read = ingest_logs(
             monitor,
             path,

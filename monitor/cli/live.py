@@ -19,7 +19,10 @@ from monitor.cli.common import (
     DEFAULT_STATE,
     RejectionPrinter,
     check_input,
+    checked_state,
+    configure_runs,
     listening_socket,
+    new_state_way_out,
     print_statuses,
     state_next_to,
     url_token,
@@ -41,7 +44,9 @@ def run_watch(arguments: argparse.Namespace) -> int:
         # Said before a state file is made for it.
         print(f"scorio-monitor: no trial events read: {path} is empty", file=sys.stderr)
         return 1
-    state = arguments.state or (DEFAULT_STATE if path is None else state_next_to(path))
+    state = checked_state(
+        arguments.state or (DEFAULT_STATE if path is None else state_next_to(path))
+    )
     # A bad config, a missing [http] extra or a busy port fails before the
     # state file is created.
     configs = load_run_configs(arguments.config) if arguments.config else []
@@ -55,10 +60,11 @@ def run_watch(arguments: argparse.Namespace) -> int:
         else listening_socket("127.0.0.1", arguments.http)
     )
     view = ViewOptions(arguments.groups, state=state)
-    # Every look kept: a file replayed at full speed draws its whole trace.
-    with Monitor(state, history_interval_s=0.0) as monitor:
-        for config in configs:
-            monitor.configure(config)
+    # A look after every batch, each kept in the history, and batches that
+    # grow with the file (_batch_lines): a file replayed at full speed draws
+    # its whole trace, points spaced by lines read rather than by time.
+    with Monitor(state, look_interval_s=0.0, history_interval_s=0.0) as monitor:
+        configure_runs(monitor, configs, new_state_way_out(state))
         console = terminal()
         live = console.is_terminal and not arguments.json and arguments.http is None
         refresh = _Throttle(0.25)
@@ -83,9 +89,9 @@ def run_watch(arguments: argparse.Namespace) -> int:
             follow=arguments.follow,
             resume=resume,
             sleep=idle,
-            # Served: smaller batches, so the dashboard's trace starts near the
-            # first trial instead of after the first 2,000 lines.
-            batch_lines=_SERVED_BATCH_LINES if sock is not None else 2000,
+            # Served: batches of at most 200 lines, so the dashboard follows
+            # the replay closely.
+            batch_lines=_served_batch_lines if sock is not None else _batch_lines,
         )
         events: list[StoredEvent] = []
         printer = RejectionPrinter(path)
@@ -158,12 +164,20 @@ def _watch_to_url(path: Path | None, arguments: argparse.Namespace) -> int:
     if arguments.state is not None or arguments.http is not None:
         raise ValueError("--url sends to a service; it takes no --state or --http")
     # Only here: the harness client is the [client] extra.
-    from monitor.cli.remote import resume_point, watch_to_url
+    from monitor.cli.remote import watch_to_url
 
-    source = JsonLines(path, follow=arguments.follow, resume=resume_point(path))
-    _stop_on_signals(source)
+    def open_source(resume: Cursor | None) -> JsonLines:
+        source = JsonLines(path, follow=arguments.follow, resume=resume)
+        _stop_on_signals(source)
+        return source
+
     sent, statuses = watch_to_url(
-        source, path, arguments.url, url_token(arguments), arguments.config
+        path,
+        open_source,
+        arguments.url,
+        url_token(arguments),
+        arguments.config,
+        follow=arguments.follow,
     )
     if arguments.json:
         print_statuses(statuses)
@@ -172,6 +186,8 @@ def _watch_to_url(path: Path | None, arguments: argparse.Namespace) -> int:
         view = ViewOptions(arguments.groups, url=arguments.url)
         for status in statuses:
             console.print(status_view(status, [], view))
+    if sent.refused:
+        return 1  # said once per run, with the first reason
     if sent.trials == 0 and sent.rejected:
         print("scorio-monitor: no valid trial events read", file=sys.stderr)
         return 1
@@ -213,7 +229,15 @@ def _stop_on_signals(source: JsonLines) -> None:
     signal.signal(signal.SIGINT, stop)
 
 
-_SERVED_BATCH_LINES = 200
+def _batch_lines(read: int) -> int:
+    """Lines in the next batch, after ``read`` lines: 100 at first, then a
+    fiftieth of those read (the trace's points 2 % of the trials apart), at
+    most 2,000 (a batch is a durable write and a look)."""
+    return min(2000, max(100, read // 50))
+
+
+def _served_batch_lines(read: int) -> int:
+    return min(200, _batch_lines(read))
 
 
 class _Throttle:

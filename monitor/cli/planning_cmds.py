@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from monitor.cli.common import find_state
+from monitor.cli.common import checked_state, find_state, require_run
 from monitor.engine.monitor import Monitor
 from monitor.plans.gate import gate
 from monitor.plans.pilot import pilot_request
@@ -21,7 +21,9 @@ def run_plan(arguments: argparse.Namespace) -> int:
             raise ValueError("--pilot needs --run: the pilot run to plan from")
         if arguments.means is not None:
             raise ValueError("give --means or --pilot, not both")
-        with Monitor(SqliteStore(arguments.pilot, read_only=True)) as monitor:
+        pilot = checked_state(arguments.pilot, option="--pilot")
+        with Monitor(SqliteStore(pilot, read_only=True)) as monitor:
+            require_run(monitor, arguments.run, pilot)
             request = pilot_request(
                 monitor,
                 arguments.run,
@@ -100,6 +102,7 @@ def describe(result: Plan) -> str:
 def run_gate(arguments: argparse.Namespace) -> int:
     state = find_state(arguments.state)
     with Monitor(SqliteStore(state, read_only=True)) as monitor:
+        require_run(monitor, arguments.run, state)
         verdict = gate(
             monitor,
             arguments.run,

@@ -7,12 +7,13 @@ under a second (``benchmarks/startup.py``).
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from monitor.cli.common import find_state, print_statuses
+from monitor.cli.common import find_state, print_statuses, require_run
 from monitor.cli.compare_tables import print_comparison
 from monitor.cli.tables import output_format, rows_csv, status_rows, statuses_markdown
 from monitor.cli.terminal import ViewOptions, status_view, terminal
@@ -26,6 +27,8 @@ def run_status(arguments: argparse.Namespace) -> int:
     with Monitor(SqliteStore(state, read_only=True)) as monitor:
         if getattr(arguments, "compare", None):
             return print_comparison(monitor, arguments)
+        if arguments.run:
+            require_run(monitor, arguments.run, state)
         runs = [arguments.run] if arguments.run else monitor.runs
         statuses = [monitor.status(run) for run in runs]
         shape = output_format(arguments)
@@ -62,6 +65,7 @@ def run_next(arguments: argparse.Namespace) -> int:
         state = find_state(arguments.state)
         with Monitor(SqliteStore(state, read_only=True)) as monitor:
             run = arguments.run or _only_run(monitor.runs, state)
+            require_run(monitor, run, state)
             items = monitor.next(run, arguments.budget, lease_s=0)
     if arguments.json:
         print(json.dumps([item.model_dump() for item in items], indent=2))
@@ -70,7 +74,11 @@ def run_next(arguments: argparse.Namespace) -> int:
         leased = any(item.lease is not None for item in items)
         print("model\tquestion\ttrials" + ("\tlease\texpires" if leased else ""))
         for item in items:
-            lease = "" if item.lease is None else f"\t{item.lease}\t{item.expires}"
+            lease = (
+                ""
+                if item.lease is None
+                else f"\t{item.lease}\t{_readable_time(item.expires)}"
+            )
             print(f"{item.model}\t{item.question}\t{item.trials}{lease}")
     if isinstance(items, Plan) and (items.stable or items.waiting_for):
         # Why the plan holds no (more) trials, beside any output format.
@@ -78,6 +86,15 @@ def run_next(arguments: argparse.Namespace) -> int:
     elif not items:
         print("scorio-monitor: no trials planned", file=sys.stderr)
     return 0
+
+
+def _readable_time(epoch_s: float | None) -> str:
+    """ISO 8601 in UTC to the second, e.g. ``2026-12-01T22:30:00Z`` (``--json``
+    keeps the seconds since the epoch)."""
+    if epoch_s is None:
+        return ""
+    moment = datetime.datetime.fromtimestamp(epoch_s, tz=datetime.UTC)
+    return moment.replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def _only_run(runs: Sequence[str], state: Path) -> str:

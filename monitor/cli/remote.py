@@ -7,22 +7,27 @@ harness client, which retries what was not acknowledged. Counting stays
 exactly once because the service counts a trial once per (run, model,
 question, trial) however often it arrives: a batch sent again after a lost
 answer, or a file ingested again, adds nothing. ``watch --url`` also keeps
-its position in the file (a cursor file next to it, written after the
-service acknowledged the batch), so a restarted watch goes on where it
-stopped; a crash between the answer and the cursor only re-sends one batch.
+its position in the file per service URL (a cursor file next to it,
+written after the service acknowledged the batch), so a restarted watch goes
+on where it stopped; a crash between the answer and the cursor only re-sends
+one batch, and a watch into another service, or into one that lost what it
+was sent, starts from the top.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adapters.harness import BatchRefusedError, MonitorClient, transport_for
+from adapters.harness import BatchRefusedError, MonitorClient
+from adapters.harness.transports.http import HttpTransport
 from adapters.jsonl import Cursor, JsonLines
 from monitor.config import load_run_configs
+from monitor.errors import UnknownRunError
 from monitor.feeds.files import ItemBatch, Located
 from monitor.inputs.columns import Parsed, Trial
 from monitor.inputs.decode import decode_events, decode_object, event_of
@@ -68,7 +73,11 @@ class RemoteSink:
     def __init__(self, url: str, token: str | None, config: Path | None) -> None:
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"--url must be http(s)://; got {url!r}")
-        self._client = MonitorClient(transport_for(url, token=token), batch_size=500)
+        # Trials the service refused out of batches it took: totalled per
+        # run and said once (see _show_refused), not a warning per batch.
+        self._refusals: list[tuple[str, int, str]] = []
+        transport = HttpTransport(url, token=token, on_refused=self._refused)
+        self._client = MonitorClient(transport, batch_size=500)
         self._config = config
 
     def __enter__(self) -> RemoteSink:
@@ -89,7 +98,7 @@ class RemoteSink:
     def send(self, items: Iterable[object], source: str) -> Sent:
         """Send the trials among ``items``; return what went and what did not.
 
-            Returns once the service acknowledged every trial it did not refuse
+        Returns once the service acknowledged every trial it did not refuse
         (or raises when it cannot be reached).
         """
         sent = Sent()
@@ -116,7 +125,23 @@ class RemoteSink:
                 sent.refuse(refusal.run, refusal.trials, refusal.detail)
                 sent.trials -= refusal.trials
                 continue
-            return sent
+            break
+        # Noted on the client's thread, read once the flush returned.
+        refusals, self._refusals = self._refusals, []
+        for run, count, reason in refusals:
+            sent.refuse(run, count, reason)
+            sent.trials -= count
+        return sent
+
+    def _refused(self, run: str, count: int, reasons: list[str]) -> None:
+        self._refusals.append((run, count, reasons[0] if reasons else "refused"))
+
+    def holds(self, run: str) -> bool:
+        """Whether the service counted trials of ``run``."""
+        try:
+            return self._client.status(run).trials > 0
+        except UnknownRunError:
+            return False
 
     def statuses(self, runs: Iterable[str]) -> list[Status]:
         return [self._client.status(run) for run in sorted(runs)]
@@ -156,16 +181,23 @@ def ingest_to_url(
 
 
 def watch_to_url(
-    source: JsonLines,
     path: Path | None,
+    open_source: Callable[[Cursor | None], JsonLines],
     url: str,
     token: str | None,
     config: Path | None,
+    follow: bool = False,
 ) -> tuple[Sent, list[Status]]:
-    """Follow the source (``path``) into the service, with a cursor file."""
+    """Follow ``path`` into the service, resuming from its cursor for ``url``.
+
+    ``open_source`` opens the reader at a resume point (or the start).
+    Trials the service refuses are totalled per run and said when the watch
+    ends; a following watch also says the first refusal of each run at once.
+    """
     total = Sent()
-    cursor_file = _cursor_file(path)
+    cursors = UrlCursors(path, url)
     with RemoteSink(url, token, config) as sink:
+        source = open_source(cursors.resume(sink))
         for lines, cursor in source.batches():
             parsed: list[Parsed] = []
             for line in lines:
@@ -178,25 +210,98 @@ def watch_to_url(
                 else:
                     parsed.extend(decode_events(line.data, source.name, line.number))
             sent = sink.send(parsed, source.name)
+            if follow:
+                for run in sorted(sent.refused.keys() - total.refused.keys()):
+                    print(
+                        f"scorio-monitor: the service refuses trials of run {run!r}: "
+                        f"{sent.refused[run][1]} (a total follows when the watch ends)",
+                        file=sys.stderr,
+                    )
             total.add(sent)
             _show(sent.rejected)
-            if cursor_file is not None and cursor is not None:
+            if cursor is not None:
                 # Only after the service acknowledged the batch.
-                cursor_file.write_text(cursor, encoding="utf-8")
+                cursors.save(cursor, _counted(total))
         _show_refused(total)
         return total, sink.statuses(_counted(total))
 
 
-def resume_point(path: Path | None) -> Cursor | None:
-    """Where a ``watch --url`` of ``path`` stopped, from its cursor file."""
-    cursor_file = _cursor_file(path)
-    if cursor_file is None or not cursor_file.exists():
-        return None
-    return Cursor.decode(cursor_file.read_text(encoding="utf-8"))
+class UrlCursors:
+    """Where ``watch --url`` of a file stopped, per service URL.
 
+    Kept in ``PATH.url-cursor`` as JSON, ``{url: {"cursor": ..., "runs":
+    [...]}}``: a watch of the same file into another service starts from the
+    top, and one into a service that holds none of the trials sent to it
+    before (restarted empty) starts over too. Sending again is harmless: the
+    service counts each trial once.
 
-def _cursor_file(path: Path | None) -> Path | None:
-    return None if path is None else path.with_name(path.name + ".url-cursor")
+    Args:
+        path: The watched file (``None``, stdin, keeps no cursor).
+        url: The service's URL.
+    """
+
+    def __init__(self, path: Path | None, url: str) -> None:
+        self._path = path
+        self._file = None if path is None else path.with_name(path.name + ".url-cursor")
+        self._url = url.rstrip("/")
+        self._entries: dict[str, dict[str, object]] = self._read()
+        self._runs: set[str] = set()
+
+    def resume(self, sink: RemoteSink) -> Cursor | None:
+        """The position to resume from at this URL, or None for the start."""
+        entry = self._entries.get(self._url)
+        if entry is None:
+            if self._entries:
+                print(
+                    f"scorio-monitor: {self._path} was sent to "
+                    f"{', '.join(sorted(self._entries))}, not yet to {self._url}; "
+                    "sending it from the start",
+                    file=sys.stderr,
+                )
+            return None
+        cursor = entry.get("cursor")
+        runs = entry.get("runs")
+        if not isinstance(cursor, str) or not isinstance(runs, list):
+            return None
+        lost = [run for run in runs if isinstance(run, str) and not sink.holds(run)]
+        if lost:
+            print(
+                f"scorio-monitor: {self._url} holds no trials of run {lost[0]!r}, "
+                f"which an earlier watch of {self._path} sent it (a new or emptied "
+                "service?); sending the file from the start (each trial counts once)",
+                file=sys.stderr,
+            )
+            return None
+        self._runs = {run for run in runs if isinstance(run, str)}
+        return Cursor.decode(cursor)
+
+    def save(self, cursor: str, runs: set[str]) -> None:
+        """Record ``cursor`` for this URL, and the runs the service took."""
+        if self._file is None:
+            return
+        self._runs |= runs
+        self._entries[self._url] = {"cursor": cursor, "runs": sorted(self._runs)}
+        written = self._file.with_name(self._file.name + ".tmp")
+        written.write_text(json.dumps(self._entries, indent=1), encoding="utf-8")
+        written.replace(self._file)
+
+    def _read(self) -> dict[str, dict[str, object]]:
+        if self._file is None or not self._file.exists():
+            return {}
+        try:
+            entries = json.loads(self._file.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            entries = None
+        if not isinstance(entries, dict) or not all(
+            isinstance(entry, dict) for entry in entries.values()
+        ):
+            print(
+                f"scorio-monitor: {self._file} is not a cursor file of this "
+                "version (no service URL in it); sending the file from the start",
+                file=sys.stderr,
+            )
+            return {}
+        return entries
 
 
 def _counted(sent: Sent) -> set[str]:

@@ -26,7 +26,7 @@ from adapters.mqtt import MqttPublisher, MqttSource
 from adapters.prometheus import metrics_renderer
 from adapters.redis import RedisStore, RedisStreamSource
 from adapters.webhooks import Target, WebhookPublisher
-from monitor.cli.common import listening_socket
+from monitor.cli.common import configure_runs, listening_socket
 from monitor.config import (
     ServiceConfig,
     StoreSettings,
@@ -72,8 +72,16 @@ async def _serve(config: ServiceConfig, sock: socket.socket) -> None:
     monitor = Monitor(
         _store(config.store), max_undeclared_runs=config.max_undeclared_runs
     )
-    for run in config.runs:
-        monitor.configure(run)
+    try:
+        configure_runs(
+            monitor,
+            config.runs,
+            "point [store] at a new state (another path or key prefix), or "
+            "declare the run under another id",
+        )
+    except BaseException:
+        monitor.close()
+        raise
     sources: list[TrialSource] = []
     publishers: list[Publisher] = []
     mqtt_source: MqttSource | None = None

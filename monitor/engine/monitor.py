@@ -132,11 +132,12 @@ class Monitor:
     # -- runs --------------------------------------------------------------
 
     def configure(self, config: RunConfig | Mapping[str, object]) -> RunConfig:
-        """Declare a run (or update it while no trial used other weights).
+        """Declare a run (or update it while counted trials keep their meaning).
 
         Raises:
-            ConfigError: for an invalid config, or new weights on a run that
-                already counted trials with different ones.
+            ConfigError: for an invalid config, or a change that counted
+                trials cannot take: other weights, another stopping rule
+                setting (confidence, cap, target, ...) or question set.
         """
         config = self._registry.configure(config)
         self._looks.mark_dirty(config.run)

@@ -9,6 +9,7 @@ a new declaration against what the run already counted.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from typing import Final
 
 from pydantic import ValidationError
 
@@ -60,11 +61,12 @@ class Registry:
         return state
 
     def configure(self, config: RunConfig | Mapping[str, object]) -> RunConfig:
-        """Declare a run (or update it while no trial used other weights).
+        """Declare a run (or update it while counted trials keep their meaning).
 
         Raises:
-            ConfigError: for an invalid config, or new weights on a run that
-                already counted trials with different ones.
+            ConfigError: for an invalid config, or a change that counted
+                trials cannot take: other weights, another stopping rule
+                setting (confidence, cap, target, ...) or question set.
         """
         if not isinstance(config, RunConfig):
             config = _validated_config(config)
@@ -73,6 +75,7 @@ class Registry:
         if existing is not None and any(map(_has_trials, counts.values())):
             _check_scoring_unchanged(existing.config, config)
             _check_questions_unchanged(existing, config, counts)
+            _check_stopping_unchanged(existing.config, config)
         # Built before anything is saved: a config the counted state cannot
         # live with is refused whole, and the stored one stays.
         state = RunState(config, declared=True)
@@ -136,6 +139,32 @@ def _check_scoring_unchanged(old: RunConfig, new: RunConfig) -> None:
             raise ConfigError(
                 f"run {new.run!r} already counted trials with {name} {before}; "
                 f"cannot change them to {after}"
+            )
+
+
+# What the stopping rule is calibrated with from the first look on: its
+# guarantee (a false claim in at most 1 - confidence of runs, however often
+# it looks) holds for the values a run started with, not for a change midway.
+_STOPPING_FIELDS: Final = (
+    "confidence",
+    "rule",
+    "error_control",
+    "target",
+    "top_k",
+    "equivalence_margin",
+    "max_trials_per_question",
+)
+
+
+def _check_stopping_unchanged(old: RunConfig, new: RunConfig) -> None:
+    """Counted trials were looked at under the old rule: keep its calibration."""
+    for name in _STOPPING_FIELDS:
+        before, after = getattr(old, name), getattr(new, name)
+        if before != after:
+            raise ConfigError(
+                f"run {new.run!r} already counted trials with {name} {before}; "
+                f"cannot change it to {after}: the stopping rule's guarantee holds "
+                f"for the {name} a run started with, so {after} needs a new run"
             )
 
 

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from monitor.decisions.decide import build_rule
 from monitor.engine.monitor import Monitor
 from monitor.plans.posteriors import Posterior, read_posteriors
-from scorio_core.stopping import posterior_information
+from scorio_core.stopping import StoppingRule, posterior_information
 
 Verdict = Literal["pass", "fail", "inconclusive"]
 EXIT_CODES: Final[dict[str, int]] = {"pass": 0, "fail": 1, "inconclusive": 2}
@@ -52,6 +52,9 @@ class GateVerdict(BaseModel):
     rule: str
     at_cap: bool
     reason: str
+    more_trials: int | None = None
+    """While inconclusive: about how many more trials per model would decide
+    it if the difference holds (None: not within the cap, or no estimate)."""
 
     @property
     def exit_code(self) -> int:
@@ -119,11 +122,12 @@ def gate(
         else math.copysign(math.inf, difference - bound)
     )
     if better:
-        claim = f"better than {baseline} by {margin:g}"
-        opposite = f"not better than {baseline} by {margin:g}"
+        bar = f"better than {baseline}" + (f" by {margin:g}" if margin else "")
+        claim, opposite = bar, f"not {bar}"
     else:
-        claim = f"no worse than {baseline} minus {margin:g}"
-        opposite = f"worse than {baseline} minus {margin:g}"
+        bar = baseline + (f" minus {margin:g}" if margin else "")
+        claim, opposite = f"no worse than {bar}", f"worse than {bar}"
+    more_trials = None
     if math.isfinite(threshold) and z >= threshold:
         verdict: Verdict = "pass"
         reason = f"{candidate} is shown {claim} (z {z:.3f} >= {threshold:.3f})"
@@ -137,6 +141,20 @@ def gate(
             reason += "; both models are at the cap: a tie at this budget"
         elif bool(rule.futile(np.array([abs(z)]), np.array([information]))[0]):
             reason += "; the rule finds it cannot settle within the cap"
+        else:
+            more = _more_information(abs(z), information, rule)
+            if more is None:
+                reason += "; at this difference not even the cap would decide it"
+            else:
+                questions = config.declared_question_count or max(
+                    len(new.question_trials), len(old.question_trials)
+                )
+                per_question = max(1, math.ceil(more))
+                more_trials = per_question * questions
+                reason += (
+                    f"; at this difference about {more_trials} more trials per "
+                    f"model ({per_question} per question) would decide it"
+                )
     return empty.model_copy(
         update={
             "verdict": verdict,
@@ -145,8 +163,30 @@ def gate(
             "threshold": threshold if math.isfinite(threshold) else None,
             "information": information,
             "reason": reason,
+            "more_trials": more_trials,
         }
     )
+
+
+# Without a cap, the estimate looks this far: a hundredfold the information.
+_UNCAPPED_REACH: Final = 100.0
+
+
+def _more_information(z: float, information: float, rule: StoppingRule) -> float | None:
+    """Information to add (trials per question) until ``z``, growing as the
+    square root of the information at this difference, meets the boundary;
+    None when it would not within the cap (or the reach without one)."""
+    if not (z > 0 and math.isfinite(z) and information > 0):
+        return None
+    horizon = rule.horizon
+    reach = horizon if horizon is not None else _UNCAPPED_REACH * information
+    if reach <= information:
+        return None
+    ahead = np.linspace(information, reach, 2001)[1:]
+    met = z * np.sqrt(ahead / information) >= rule.thresholds(ahead)
+    if not met.any():
+        return None
+    return float(ahead[int(np.argmax(met))] - information)
 
 
 def _information(new: Posterior, old: Posterior, prior: float) -> float:

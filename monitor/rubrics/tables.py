@@ -1,7 +1,7 @@
 r"""The rubric schemas: the paper's twelve and the library's three, by name.
 
 The twelve categorical schemas of the Bayes@N paper's rubric experiments
-(Appendix D.1, Tables 4 and 5), under the names of DESIGN section 5, plus
+(Appendix D.1, Tables 4 and 5), under the names docs/rubrics.md lists, plus
 three signal schemas of the authors' library (``scorio.categorical``) under
 ``scorio_``-prefixed names, each with its rule and default weights.
 

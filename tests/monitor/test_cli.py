@@ -190,3 +190,72 @@ def test_a_pydantic_error_reaches_the_user_as_one_line(tmp_path: Path) -> None:
     config.write_text('run = "r"\nmax_trials_per_question = 0\n')
     line = one_line_error(run("watch", str(stream), "--config", str(config)))
     assert "max_trials_per_question" in line and "errors.pydantic.dev" not in line
+
+
+def test_every_commands_help_prints_percent_signs_once() -> None:
+    usage = run("--help").stdout
+    names = usage[usage.index("{") + 1 : usage.index("}")].split(",")
+    assert "plan" in names and "watch" in names
+    for name in names:
+        result = run(name, "--help")
+        assert result.returncode == 0, (name, result.stderr)
+        assert "%%" not in result.stdout, (name, result.stdout)
+    assert "(10-90 % range)" in " ".join(run("plan", "--help").stdout.split())
+
+
+def test_a_directory_given_as_the_state_file_is_named_as_one(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    stream = tmp_path / "trials.jsonl"
+    stream.write_text(
+        '{"run": "r", "model": "a", "question": 1, "trial": 0, "category": 1}\n'
+    )
+    for command in (
+        ["status", "--state", str(logs)],
+        ["next", "--state", str(logs), "--run", "r", "--budget", "1"],
+        [
+            "gate",
+            "--state",
+            str(logs),
+            "--run",
+            "r",
+            "--candidate",
+            "a",
+            "--baseline",
+            "b",
+        ],
+        ["watch", str(stream), "--state", str(logs)],
+        ["ingest", str(stream), "--format", "jsonl", "--state", str(logs)],
+        ["plan", "--pilot", str(logs), "--run", "r"],
+    ):
+        error = one_line_error(run(*command, cwd=tmp_path))
+        assert f"{logs} is a directory, not a state file" in error, command
+    assert list(logs.iterdir()) == []
+    assert (
+        run("watch", str(stream), "--state", str(logs / "r.monitor.db")).returncode == 0
+    )
+    error = one_line_error(run("status", "--state", str(logs), cwd=tmp_path))
+    assert error.endswith(f"the state files in it: {logs / 'r.monitor.db'}")
+
+
+def test_a_run_the_state_file_lacks_is_named_with_the_file_and_its_runs(
+    tmp_path: Path,
+) -> None:
+    stream = tmp_path / "trials.jsonl"
+    stream.write_text(
+        '{"run": "r", "model": "a", "question": 1, "trial": 0, "category": 1}\n'
+        '{"run": "s", "model": "a", "question": 1, "trial": 0, "category": 1}\n'
+    )
+    assert run("watch", str(stream), cwd=tmp_path).returncode == 0
+    state = Path("trials.jsonl.monitor.db")  # found, not given
+    for command in (
+        ["next", "--run", "x", "--budget", "3"],
+        ["status", "--run", "x"],
+        ["gate", "--run", "x", "--candidate", "a", "--baseline", "b"],
+        ["plan", "--pilot", str(state), "--run", "x"],
+    ):
+        result = run(*command, cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.strip().splitlines()[-1] == (
+            f"scorio-monitor: error: {state} holds no run 'x'; its runs: r, s"
+        ), command

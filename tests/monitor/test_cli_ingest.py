@@ -223,3 +223,54 @@ def test_an_npz_run_is_declared_with_its_m_and_says_no_budget(
     assert main(["ingest", str(path), "--format", "npz"]) == 0
     table = capsys.readouterr().out
     assert "no budget" in table and "(open)" not in table
+
+
+def test_another_format_is_one_line_and_leaves_no_state_file(tmp_path: Path) -> None:
+    stream = tmp_path / "aime25.jsonl"
+    shutil.copy(ROOT / "examples" / "aime25.jsonl", stream)
+    for kind, reason in (
+        ("csv", "line 2: missing field(s): model, question, trial"),
+        ("lm-eval", "line 1: doc_id must be an integer"),
+    ):
+        result = subprocess.run(
+            [*COMMAND, "ingest", str(stream), "--format", kind],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            check=False,
+            timeout=120,
+        )
+        assert result.returncode == 2, result.stderr
+        (line,) = result.stderr.splitlines()
+        assert line.startswith(
+            f"scorio-monitor: error: {stream}: the first 10 rows were refused as "
+            f"--format {kind} ({reason}"
+        ), line
+        assert line.endswith("nothing written; it reads as JSON lines: --format jsonl")
+        assert sorted(path.name for path in tmp_path.iterdir()) == ["aime25.jsonl"]
+
+
+def test_rows_all_refused_by_the_run_leave_no_new_state_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "rows.jsonl"
+    rows = [
+        {"run": "r", "model": "a", "question": q, "trial": 0, "category": 1}
+        for q in range(3)
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    config = tmp_path / "run.toml"
+    config.write_text('run = "r"\nquestions = ["x"]\n')
+    code = main(["ingest", str(path), "--format", "jsonl", "--config", str(config)])
+    assert code == 1
+    err = capsys.readouterr().err
+    state = tmp_path / "rows.jsonl.monitor.db"
+    assert f"no valid trials read ({state} not kept)" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.jsonl", "run.toml"]
+    # An existing state file is kept: its dead letters join what it holds.
+    assert main(["ingest", str(path), "--format", "jsonl", "--state", str(state)]) == 0
+    wrong = tmp_path / "wrong.jsonl"
+    wrong.write_text(json.dumps({**rows[0], "trial": 1, "category": 7}) + "\n")
+    assert main(["ingest", str(wrong), "--format", "jsonl", "--state", str(state)]) == 1
+    with Monitor(SqliteStore(state, read_only=True)) as monitor:
+        assert (monitor.status("r").trials, monitor.status("r").rejected) == (3, 1)

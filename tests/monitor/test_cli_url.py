@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
+import re
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,6 +18,7 @@ from monitor.config import HttpSettings
 from monitor.http.app import create_app
 from monitor.service.service import Service
 from tests.helpers import serving
+from tests.services import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUT = ROOT / "tests" / "fixtures" / "lm_eval" / "output"
@@ -189,3 +193,128 @@ async def test_ingest_to_a_url_that_is_not_a_monitor_fails_once(
     assert code == 2
     assert ran.err.count(f"{base}/wrong is not a scorio monitor") == 1, ran.err
     assert running.monitor.runs == []
+
+
+async def test_watch_says_once_what_the_service_refused_and_exits_1(
+    service: tuple[str, Service], tmp_path: Path, ran: Ran
+) -> None:
+    base, running = service
+    running.monitor.configure(RunConfig(run="w", question_count=3))
+    path = tmp_path / "trials.jsonl"
+    lines(path, events(0, 3))  # questions 0-3: the fourth is one too many
+
+    code = await cli(ran, "watch", str(path), "--url", base, "--token", TOKEN)
+
+    assert code == 1, ran.err
+    status = running.monitor.status("w")
+    assert status.trials == 2 * 3 * 3
+    refused = [line for line in ran.err.splitlines() if "refused" in line]
+    assert refused == [
+        "scorio-monitor: the service refused 6 trials of run 'w': question '3' "
+        "would be distinct question 4 of question_count=3"
+    ], ran.err
+
+
+async def test_a_following_watch_says_the_first_refusal_at_once(
+    service: tuple[str, Service], tmp_path: Path
+) -> None:
+    base, running = service
+    running.monitor.configure(RunConfig(run="w", question_count=3))
+    path = tmp_path / "trials.jsonl"
+    lines(path, events(0, 3))
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "monitor.cli",
+        "watch",
+        str(path),
+        "--follow",
+        "--url",
+        base,
+        "--token",
+        TOKEN,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stderr is not None
+    first = await asyncio.wait_for(process.stderr.readline(), timeout=60)
+    assert first.decode().startswith(
+        "scorio-monitor: the service refuses trials of run 'w': question '3' "
+        "would be distinct question 4"
+    ), first
+    process.terminate()
+    rest = await asyncio.wait_for(process.stderr.read(), timeout=60)
+    assert await process.wait() == 1
+    assert "the service refused 6 trials of run 'w'" in rest.decode()
+
+
+async def test_watch_into_another_service_sends_the_file_from_the_start(
+    service: tuple[str, Service], tmp_path: Path, ran: Ran
+) -> None:
+    base, running = service
+    path = tmp_path / "trials.jsonl"
+    lines(path, events(0, 3))
+    assert await cli(ran, "watch", str(path), "--url", base, "--token", TOKEN) == 0
+    other = Service(Monitor())
+    async with other, serving(create_app(other, HttpSettings())) as other_base:
+        assert await cli(ran, "watch", str(path), "--url", other_base) == 0, ran.err
+        assert other.monitor.status("w").trials == 2 * 4 * 3
+        assert f"was sent to {base}, not yet to {other_base}" in ran.err
+        # Each URL keeps its own place: the first service is not sent again.
+        lines(path, events(3, 4))
+        assert await cli(ran, "watch", str(path), "--url", base, "--token", TOKEN) == 0
+        assert await cli(ran, "watch", str(path), "--url", other_base) == 0
+    for monitor in (running.monitor, other.monitor):
+        status = monitor.status("w")
+        assert (status.trials, status.duplicates) == (2 * 4 * 4, 0)
+
+
+async def test_watch_into_a_service_restarted_empty_at_the_same_url_starts_over(
+    tmp_path: Path, ran: Ran
+) -> None:
+    path = tmp_path / "trials.jsonl"
+    lines(path, events(0, 3))
+    port = free_port()
+    for _ in range(2):
+        running = Service(Monitor())  # a new, empty service at the same URL
+        async with running, serving(create_app(running, HttpSettings()), port) as base:
+            assert await cli(ran, "watch", str(path), "--url", base) == 0, ran.err
+            assert running.monitor.status("w").trials == 2 * 4 * 3
+    assert f"{base} holds no trials of run 'w'" in ran.err
+    assert "sending the file from the start" in ran.err
+
+
+def test_git_ignores_the_files_watch_writes_beside_its_input() -> None:
+    for name in ("aime25.jsonl.url-cursor", "aime25.jsonl.monitor.db"):
+        ignored = subprocess.run(
+            ["git", "check-ignore", "--quiet", f"examples/{name}"],
+            cwd=ROOT,
+            check=False,
+            timeout=60,
+        )
+        assert ignored.returncode == 0, f"{name} is not in .gitignore"
+
+
+async def test_next_url_prints_when_the_lease_expires_as_a_utc_time(
+    service: tuple[str, Service], ran: Ran
+) -> None:
+    base, running = service
+    running.monitor.configure(RunConfig(run="w", question_count=4))
+    running.monitor.ingest(events(0, 1))
+    url = ["--url", base, "--token", TOKEN]
+    before = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+
+    code = await cli(
+        ran, "next", *url, "--run", "w", "--budget", "4", "--lease-s", "600"
+    )
+
+    assert code == 0, ran.err
+    header, *rows = ran.out.splitlines()
+    assert header.split("\t") == ["model", "question", "trials", "lease", "expires"]
+    assert rows
+    for row in rows:
+        expires = row.split("\t")[4]
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", expires), row
+        moment = datetime.datetime.fromisoformat(expires)
+        assert before + datetime.timedelta(seconds=599) <= moment
+        assert moment <= before + datetime.timedelta(seconds=601 + 60)

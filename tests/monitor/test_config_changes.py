@@ -1,12 +1,16 @@
-"""Changing a run's config after trials were counted (issue 15, point 2).
+"""Changing a run's config after trials were counted.
 
 A change that would give counted trials another meaning (another ``M``, a
-questions list leaving out questions seen) is refused before anything is
-saved, so a restart still reads the old config.
+questions list leaving out questions seen) or void the stopping rule's
+guarantee (another confidence, cap, rule or target) is refused before
+anything is saved, so a restart still reads the old config.
 """
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -18,7 +22,10 @@ from monitor.config import HttpSettings
 from monitor.errors import ConfigError
 from monitor.http.app import create_app
 from monitor.service.service import Service
+from monitor.stores.sqlite import SqliteStore
 from tests.helpers import serving
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def counted_on_30_questions(state: Path | None = None) -> Monitor:
@@ -61,10 +68,14 @@ def test_a_change_that_moves_counted_trials_is_refused_and_nothing_saved(
     assert main(["status", "--state", str(state), "--json"]) == 0
 
 
-def test_a_change_that_keeps_m_and_the_questions_seen_is_accepted() -> None:
+def test_a_change_that_keeps_m_the_questions_seen_and_the_rule_is_accepted() -> None:
     monitor = counted_on_30_questions()
-    monitor.configure(RunConfig(run="r", question_count=30, confidence=0.9))
-    assert monitor.config("r").confidence == 0.9
+    monitor.configure(
+        RunConfig(
+            run="r", question_count=30, labels=["wrong", "right"], metrics=["pass@2"]
+        )
+    )
+    assert monitor.config("r").labels == ["wrong", "right"]
     listed = counted_on_30_questions()
     with pytest.raises(ConfigError):  # question_count -> list is another M kind
         listed.configure(RunConfig(run="r", questions=[str(q) for q in range(30)]))
@@ -106,3 +117,118 @@ def test_a_questions_list_leaving_out_a_seen_question_is_refused() -> None:
         monitor.configure(RunConfig(run="r", questions=["q2", "q3"]))
     monitor.configure(RunConfig(run="r", questions=["q1", "q3"]))
     assert monitor.config("r").questions == ["q1", "q3"]
+
+
+@pytest.mark.parametrize(
+    ("change", "stored", "new"),
+    [
+        ({"confidence": 0.8}, "confidence 0.95", "0.8"),
+        ({"max_trials_per_question": 40}, "max_trials_per_question 80", "40"),
+        ({"max_trials_per_question": None}, "max_trials_per_question 80", "None"),
+        ({"rule": "paper"}, "rule sequential", "paper"),
+        ({"error_control": "pair"}, "error_control ranking", "pair"),
+        ({"target": "leader"}, "target ranking", "leader"),
+        ({"equivalence_margin": 0.05}, "equivalence_margin None", "0.05"),
+    ],
+)
+def test_a_change_of_what_the_stopping_rule_is_calibrated_with_is_refused(
+    tmp_path: Path, change: dict[str, object], stored: str, new: str
+) -> None:
+    state = tmp_path / "state.db"
+    monitor = Monitor(state)
+    base = {"run": "r", "question_count": 30, "max_trials_per_question": 80}
+    monitor.configure(base)
+    monitor.ingest(
+        [
+            {"run": "r", "model": "a", "question": q, "trial": 0, "correct": q % 2 == 0}
+            for q in range(30)
+        ]
+    )
+    with pytest.raises(ConfigError) as refused:
+        monitor.configure({**base, **change})
+    message = str(refused.value)
+    assert f"already counted trials with {stored}; cannot change it to {new}" in message
+    assert f"so {new} needs a new run" in message
+    assert monitor.config("r").confidence == 0.95
+    monitor.close()
+    with Monitor(state) as reopened:
+        assert reopened.config("r") == RunConfig.model_validate(base)
+
+
+def test_the_stopping_rule_may_change_while_no_trial_is_counted() -> None:
+    monitor = Monitor()
+    monitor.configure(RunConfig(run="r", confidence=0.95))
+    monitor.configure(RunConfig(run="r", confidence=0.8, max_trials_per_question=40))
+    assert monitor.config("r").confidence == 0.8
+
+
+def watch(*arguments: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "monitor", "watch", *arguments],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_watch_refuses_another_confidence_for_a_counted_run_and_says_the_way_out(
+    tmp_path: Path,
+) -> None:
+    stream = tmp_path / "aime25.jsonl"
+    shutil.copy(EXAMPLES / "aime25.jsonl", stream)
+    config = EXAMPLES / "aime25.toml"
+    assert watch(str(stream), "--config", str(config), cwd=tmp_path).returncode == 0
+    edited = tmp_path / "edited.toml"
+    edited.write_text(
+        config.read_text().replace("confidence = 0.95", "confidence = 0.8")
+    )
+
+    refused = watch(str(stream), "--config", str(edited), cwd=tmp_path)
+
+    assert refused.returncode == 2
+    (line,) = refused.stderr.splitlines()
+    assert "already counted trials with confidence 0.95; cannot change it to 0.8" in (
+        line
+    )
+    state = tmp_path / "aime25.jsonl.monitor.db"
+    assert f"give a new --state FILE (or delete {state})" in line
+    with Monitor(SqliteStore(state, read_only=True)) as monitor:
+        assert monitor.config("aime25").confidence == 0.95
+    # The way out: a new state file counts the stream again under 0.8.
+    fresh = tmp_path / "fresh.db"
+    again = watch(
+        str(stream), "--config", str(edited), "--state", str(fresh), cwd=tmp_path
+    )
+    assert again.returncode == 0, again.stderr
+    with Monitor(SqliteStore(fresh, read_only=True)) as monitor:
+        assert monitor.config("aime25").confidence == 0.8
+
+
+def test_watch_with_a_config_after_one_without_says_how_to_start_over(
+    tmp_path: Path,
+) -> None:
+    stream = tmp_path / "aime25.jsonl"
+    shutil.copy(EXAMPLES / "aime25.jsonl", stream)
+    assert watch(str(stream), cwd=tmp_path).returncode == 0  # an open run
+
+    refused = watch(
+        str(stream), "--config", str(EXAMPLES / "aime25.toml"), cwd=tmp_path
+    )
+
+    assert refused.returncode == 2
+    (line,) = refused.stderr.splitlines()
+    state = tmp_path / "aime25.jsonl.monitor.db"
+    assert line == (
+        "scorio-monitor: error: run 'aime25' already counted trials with an open "
+        "question set; cannot change to question_count=30; to start over under "
+        f"this config, give a new --state FILE (or delete {state})"
+    )
+    state.unlink()
+    assert (
+        watch(
+            str(stream), "--config", str(EXAMPLES / "aime25.toml"), cwd=tmp_path
+        ).returncode
+        == 0
+    )

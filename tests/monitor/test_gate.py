@@ -93,7 +93,12 @@ def test_a_candidate_shown_worse_fails_with_exit_1(clear_state: Path) -> None:
         "--candidate", "b", "--baseline", "a",
     )  # fmt: skip
     assert result.returncode == 1
-    assert result.stdout.startswith("fail: b is shown worse than a minus 0")
+    assert result.stdout.startswith("fail: b is shown worse than a (z ")
+    with_margin = cli(
+        "gate", "--state", str(clear_state), "--run", "r",
+        "--candidate", "b", "--baseline", "a", "--margin", "0.02",
+    )  # fmt: skip
+    assert with_margin.stdout.startswith("fail: b is shown worse than a minus 0.02 (z")
 
 
 @pytest.mark.slow
@@ -230,3 +235,54 @@ def test_the_fixture_says_what_it_needs(pytester: pytest.Pytester) -> None:
     )  # fmt: skip
     result.assert_outcomes(failed=3)
     result.stdout.fnmatch_lines(["*scorio_gate needs a state file and a run*"])
+
+
+def steady(monitor: Monitor, rates: dict[str, float], start: int, stop: int) -> None:
+    """Trials ``start`` to ``stop`` of each question, a share ``rate`` of every
+    ten right: the difference holds exactly as trials are added."""
+    models, questions, ids, outcomes = [], [], [], []
+    for model, rate in rates.items():
+        for q in range(QUESTIONS):
+            for t in range(start, stop):
+                models.append(model)
+                questions.append(str(q))
+                ids.append(t)
+                outcomes.append(int((t + q) % 10 < rate * 10))
+    monitor.ingest_columns("r", models, questions, ids, np.array(outcomes))
+
+
+def test_an_inconclusive_gate_says_how_many_trials_would_decide_it(
+    tmp_path: Path,
+) -> None:
+    rates = {"c": 0.6, "b": 0.5}
+    path = tmp_path / "close.db"
+    with Monitor(SqliteStore(path)) as monitor:
+        monitor.configure(config())
+        steady(monitor, rates, 0, 10)
+    result = cli(
+        "gate",
+        "--state",
+        str(path),
+        "--run",
+        "r",
+        "--candidate",
+        "c",
+        "--baseline",
+        "b",
+    )
+    assert result.returncode == 2
+    with Monitor(SqliteStore(path, read_only=True)) as monitor:
+        verdict = gate(monitor, "r", "c", "b")
+    assert verdict.more_trials is not None and verdict.more_trials % QUESTIONS == 0
+    per_question = verdict.more_trials // QUESTIONS
+    assert result.stdout.startswith("inconclusive: |z| ")
+    assert (
+        f"about {verdict.more_trials} more trials per model ({per_question} per "
+        "question) would decide it"
+    ) in result.stdout
+    # The difference holding, that many decide it; half as many do not.
+    for extra, decided in ((per_question, "pass"), (per_question // 2, "inconclusive")):
+        more = Monitor()
+        more.configure(config())
+        steady(more, rates, 0, 10 + extra)
+        assert gate(more, "r", "c", "b").verdict == decided, extra

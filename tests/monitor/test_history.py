@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -22,6 +26,8 @@ from monitor.stores.history import (
 from monitor.stores.memory import MemoryStore
 from monitor.stores.sqlite import SqliteStore
 from tests.services import RedisServer
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 class Clock:
@@ -158,3 +164,28 @@ def test_thinning_keeps_the_first_and_the_newest_half(count: int, limit: int) ->
         assert len(kept) < count
         newest = [p.trials for p in kept[-(limit // 2) :]]
         assert newest == list(range(count - limit // 2 + 1, count + 1))
+
+
+def test_a_file_replayed_at_full_speed_keeps_its_whole_trace(tmp_path: Path) -> None:
+    stream = tmp_path / "aime25.jsonl"
+    shutil.copy(EXAMPLES / "aime25.jsonl", stream)
+    config = str(EXAMPLES / "aime25.toml")
+    watched = subprocess.run(
+        [sys.executable, "-m", "monitor", "watch", str(stream), "--config", config],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert watched.returncode == 0, watched.stderr
+    state = tmp_path / "aime25.jsonl.monitor.db"
+    with Monitor(SqliteStore(state, read_only=True)) as monitor:
+        history = monitor.history("aime25")
+        trials = monitor.status("aime25").trials
+    counts = [point.trials for point in history]
+    # From the first 100 lines to the last trial, a point at least every
+    # 100 trials, or every 2 % of those counted once past 5,000.
+    assert counts[0] <= 100 and counts[-1] == trials == 6600
+    gaps = [(later - earlier, later) for earlier, later in pairwise(counts)]
+    assert all(gap <= max(100, later // 50) for gap, later in gaps), gaps
+    assert len(history) >= 60

@@ -36,7 +36,7 @@ CUTS: Mapping[str, float] = {
     "confidence": 1.0,
     "prompt_surprise": 3.0,
 }
-# DESIGN section 5's names, Table 5's titles.
+# The names docs/rubrics.md lists, Table 5's titles.
 PAPER = {
     "exact_match": "Exact Match",
     "format_aware": "Format Aware",

@@ -44,6 +44,9 @@ class HttpTransport:
         check_timeout_s: Time limit of the first contact (:meth:`check`):
             a monitor that is there answers it in milliseconds, so one that
             takes longer is taken for away rather than waited for.
+        on_refused: Told the run, the count and the distinct reasons when
+            the service takes a batch but refuses some of its trials, instead
+            of a warning logged per batch (a caller that totals them up).
 
     Raises:
         ValueError: for a URL that is not ``http(s)://host[:port]``.
@@ -56,6 +59,7 @@ class HttpTransport:
         token: str | None = None,
         timeout_s: float = 10.0,
         check_timeout_s: float = 1.0,
+        on_refused: Callable[[str, int, list[str]], None] | None = None,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -64,6 +68,7 @@ class HttpTransport:
         self._token = token
         self._timeout_s = timeout_s
         self._check_timeout_s = min(check_timeout_s, timeout_s)
+        self._on_refused = on_refused
         self._http: httpx.AsyncClient | None = None
 
     @property
@@ -133,14 +138,20 @@ class HttpTransport:
         if isinstance(rejected, list) and rejected:
             # One line per batch, each reason once: not one per trial.
             count = answer.get("rejected_count") if isinstance(answer, dict) else None
-            reasons = dict.fromkeys(
-                str(item.get("reason")) if isinstance(item, dict) else str(item)
-                for item in rejected
+            refused = count if isinstance(count, int) else len(rejected)
+            reasons = list(
+                dict.fromkeys(
+                    str(item.get("reason")) if isinstance(item, dict) else str(item)
+                    for item in rejected
+                )
             )
+            if self._on_refused is not None:
+                self._on_refused(run, refused, reasons)
+                return
             log.warning(
                 "%s refused %d trials of run %r: %s",
                 self._url,
-                count if isinstance(count, int) else len(rejected),
+                refused,
                 run,
                 "; ".join(reasons),
             )
