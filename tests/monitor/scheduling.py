@@ -34,18 +34,29 @@ class World:
         run: The run.
         rates: Each model's true success rate.
         seed: Seeds every outcome.
+        reuse: The share of attempts reported under an id the same (model,
+            question) used before, as a harness restarted mid-run does: a
+            duplicate when the outcome comes out the same, else a correction.
     """
 
     def __init__(
-        self, monitor: Monitor, run: str, rates: dict[str, float], seed: int = 0
+        self,
+        monitor: Monitor,
+        run: str,
+        rates: dict[str, float],
+        seed: int = 0,
+        reuse: float = 0.0,
     ) -> None:
         self.monitor = monitor
         self.run = run
         self.rates = rates
         self._rng = np.random.default_rng(seed)
+        self._reuse = reuse
         self._attempts = 0
         # Trials reported per (model, question), as the world ran them.
         self.ran: Counter[tuple[str, str]] = Counter()
+        # The trial ids each (model, question) reported: its counted trials.
+        self.ids: dict[tuple[str, str], list[str]] = {}
 
     def report(self, cells: Iterable[tuple[str, str]]) -> int:
         """Run one trial per (model, question) given and report them all."""
@@ -53,12 +64,18 @@ class World:
         for model, question in cells:
             self._attempts += 1
             self.ran[(model, question)] += 1
+            used = self.ids.setdefault((model, question), [])
+            if self._reuse and used and self._rng.random() < self._reuse:
+                trial = used[int(self._rng.integers(len(used)))]
+            else:
+                trial = f"attempt-{self._attempts}"
+                used.append(trial)
             events.append(
                 {
                     "run": self.run,
                     "model": model,
                     "question": question,
-                    "trial": f"attempt-{self._attempts}",
+                    "trial": trial,
                     "correct": bool(self._rng.random() < self.rates[model]),
                 }
             )
