@@ -135,12 +135,14 @@ class RunState:
         for index, before in enumerate(previous):
             category = batch.category[index]
             question = batch.question[index]
-            if before != NEW and not batch.prior[index]:
-                self._add_repeat(batch.model[index], question)
             if before == category:
+                if not batch.prior[index]:
+                    self._add_repeat(batch.model[index], question)
                 continue
             if question not in self._question_rows:
                 self.add_question(question)
+            if before != NEW and not batch.prior[index]:
+                self._add_repeat(batch.model[index], question)
             key = (batch.model[index], batch.prior[index])
             questions, categories, deltas = changes.setdefault(key, ([], [], []))
             questions.append(question)
@@ -187,9 +189,9 @@ class RunState:
         seconds: float | None = None,
     ) -> None:
         """:meth:`apply` of one trial the store classified as ``before``."""
-        if before != NEW and not prior:
-            self._add_repeat(model, question)
         if before == category:
+            if not prior:
+                self._add_repeat(model, question)
             return
         if question not in self._question_rows:
             self.add_question(question)
@@ -197,20 +199,17 @@ class RunState:
         table.update(question, category, 1, prior=prior)
         if before != NEW:
             table.update(question, before, -1, prior=prior)
+            if not prior:
+                self._add_repeat(model, question)
         elif tokens is not None or seconds is not None:
             self._add_cost(model, tokens, seconds)
 
     def _apply_vectorized(self, batch: TrialBatch, previous: Previous) -> None:
         before = np.asarray(previous)
-        repeated = before != NEW
-        if repeated.any():
-            if batch.prior.count(False) != len(batch):
-                repeated &= ~np.fromiter(batch.prior, bool, len(batch))
-            for index in np.flatnonzero(repeated).tolist():
-                self._add_repeat(batch.model[index], batch.question[index])
         categories = batch.categories()
         moved = np.flatnonzero(before != categories)
         if not moved.size:
+            self._add_repeats(batch, before)
             return
         questions = batch.factors("question")
         # The tables share the run's question rows: number them once.
@@ -224,6 +223,7 @@ class RunState:
         for index in np.flatnonzero(row_of < 0).tolist():
             self.add_question(questions.values[index])
             row_of[index] = self._question_rows[questions.values[index]]
+        self._add_repeats(batch, before)
         models = batch.factors("model")
         group_of = models.codes * 2
         if batch.prior.count(False) != len(batch):
@@ -294,10 +294,22 @@ class RunState:
         sizes = [last - first for first, last in itertools.pairwise(bounds)]
         self._storage.add_counts(tables, sizes, rows, block, prior=prior)
 
+    def _add_repeats(self, batch: TrialBatch, before: NDArray[np.int64]) -> None:
+        """:meth:`_add_repeat` for each observed trial of the batch seen before."""
+        repeated = before != NEW
+        if not repeated.any():
+            return
+        if batch.prior.count(False) != len(batch):
+            repeated &= ~np.fromiter(batch.prior, bool, len(batch))
+        for index in np.flatnonzero(repeated).tolist():
+            self._add_repeat(batch.model[index], batch.question[index])
+
     def _add_repeat(self, model: str, question: str) -> None:
-        if question not in self._question_rows:  # another worker's first trial
-            self.add_question(question)
-        row = self._question_rows[question]
+        row = self._question_rows.get(question)
+        if row is None:
+            # Another worker's trial on a question these tables never saw:
+            # no plan of this monitor named it.
+            return
         repeats = self._repeats.get(model)
         if repeats is None or repeats.size <= row:
             grown = np.zeros(max(row + 1, len(self._question_rows)), dtype=np.int64)
