@@ -184,15 +184,16 @@ class Planner:
     ) -> tuple[list[str], list[Waiting]]:
         """The models the plan may give trials, best first, and a refusal.
 
-        The run's plan goes to the models that need trials. A model asked
-        for by name also gets trials while it is not placed: before its
-        first trial (a model joining an undeclared field), or while too
+        The run's plan goes to the models the stopping rule draws trials
+        from (some of those that need trials; the others wait). A model
+        asked for by name also gets trials while it is not placed: before
+        its first trial (a model joining an undeclared field), or while too
         few models have reported to compare any; so a scheduler can
         reserve every trial it runs, from the first one on.
         """
-        needs = decision.needs_trials
+        drawing = decision.drawing
         if model is None:
-            return [name for name in decision.order if name in needs], []
+            return [name for name in decision.order if name in drawing], []
         declared = state.config.models
         if declared is not None and model not in declared:
             return [], [
@@ -206,8 +207,10 @@ class Planner:
                 )
             ]
         placed = model in decision.order and state.tables[model].trial_count > 0
-        wanted = model in needs or field_incomplete(state)
-        if not placed or (wanted and model not in decision.done):
+        wanted = model in drawing or (
+            field_incomplete(state) and model in decision.needs_trials
+        )
+        if not placed or wanted:
             return [model], []
         return [], []
 
@@ -337,7 +340,7 @@ def _not_asked(model: str) -> Waiting:
         reason="decisions",
         models=[model],
         message=(
-            f"{model} needs no trials now: its place is settled, or the stopping "
-            "rule asks other models first"
+            f"{model} needs no more trials: its place is settled (or, for a "
+            "model that joined late, can no longer be)"
         ),
     )
