@@ -198,3 +198,20 @@ def test_every_split_is_a_recorded_claim_with_joiners_restarts_and_corrections(
             restart_every=7,
         )
     )
+
+
+def test_a_twin_of_model03_placed_below_it_is_claimed_by_a_recorded_decision() -> None:
+    # The simulator's seed where the twin, joining at half the budget, ends
+    # in a group of its own under model03: that split is a decision.
+    final = simulate(
+        LATE_TWIN, seed=24, trials_per_step=10, joins=(0,) * 7 + (8400,)
+    ).status
+    groups = {row.model: row.group for row in final.models}
+    twin, model03 = groups["model08"], groups["model03"]
+    assert twin is not None and model03 is not None and twin == model03 + 1
+    (claim,) = [
+        d
+        for d in final.decisions
+        if d.kind == "resolved" and "model03" in d.above and "model08" in d.below
+    ]
+    assert claim.joiner == "model08"
