@@ -242,9 +242,13 @@ class Decision(BaseModel):
     """A settled decision: final once made, whatever later trials show.
 
     ``kind``: ``resolved`` (``a`` above ``b``, and the whole boundary between
-    them), ``unresolvable`` (a statistical tie at this budget) or
+    them: every model of ``above`` is claimed better than every model of
+    ``below``), ``unresolvable`` (a statistical tie at this budget) or
     ``equivalent`` (closer than the run's ``equivalence_margin``). ``z``,
     ``trials`` (the run's trials) and ``look`` are from when it was made.
+    ``joiner``: the model whose placement this resolved decision records
+    (one that joined after a boundary settled); ``above`` or ``below`` is
+    then that model alone.
     """
 
     kind: DecisionKind
@@ -253,6 +257,9 @@ class Decision(BaseModel):
     z: float
     trials: int
     look: int
+    above: list[str] = Field(default_factory=list)
+    below: list[str] = Field(default_factory=list)
+    joiner: str | None = None
 
 
 class PairStatus(BaseModel):

@@ -27,11 +27,21 @@ Settled decisions are final. A resolved boundary cuts the order into
 segments that never merge again (the groups); inside a segment models are
 ordered by score. A pair found futile, out of budget or equivalent is linked
 for good, and no boundary it spans can resolve. A model that is done stays
-done unless a new model joins its group.
+done unless a new model joins its group (a :class:`Reopening`).
+
+Who needs trials. A model needs trials while it is not done and has
+budget left: its place is not settled, so it gets trials now or later. A
+model is done once the rule draws none from it and it is settled against
+every model across each open boundary of its segment (or it is out of
+budget). At each look the stopping rule draws trials only from some of the
+models that need them (``drawing``: the weakest pair of each open boundary
+and the two models beside it), which ``next`` shares the budget among; the
+others wait. So ``needs_trials`` only shrinks, but for a reopening.
 
 Joiners. A model that reports after a boundary settled was not covered by
 that boundary's test: it has no group until its own tests place it between
-the settled segments (:mod:`monitor.decisions.joiners`).
+the settled segments, a placement recorded as decisions
+(:mod:`monitor.decisions.joiners`).
 """
 
 from __future__ import annotations
@@ -41,6 +51,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 import numpy as np
+from numpy.typing import NDArray
 
 from monitor.decisions.forecast import FORECAST_SEED, forecast_trials
 from monitor.decisions.joiners import joiner_share, place_joiners, with_pending
@@ -51,6 +62,7 @@ from monitor.decisions.model import (
     FloatMatrix,
     OpenBoundary,
     PairDecision,
+    Reopening,
     RunDecision,
     Settled,
     SettledPair,
@@ -72,6 +84,7 @@ __all__ = [
     "DecisionKind",
     "OpenBoundary",
     "PairDecision",
+    "Reopening",
     "RunDecision",
     "Settled",
     "SettledPair",
@@ -137,8 +150,15 @@ def decide(
         rule_for(1),
         len(config.weights),
         config.max_trials_per_question,
+        look=before.looks + 1,
+        run_trials=run_trials,
     )
-    waiting = {p.model for p in placement.pending}
+    # A joiner that stopped drawing is done: it draws no more unless placed.
+    pending = [
+        replace(p, drawing=False) if p.model in before.done else p
+        for p in placement.pending
+    ]
+    waiting = {p.model for p in pending}
     core = _decide_placed(
         [s for s in standings if s.model not in waiting],
         placement.segments,
@@ -146,8 +166,9 @@ def decide(
         config,
         rule_for,
         run_trials,
+        placement.decisions,
     )
-    return with_pending(core, placement.pending, by_name, config)
+    return with_pending(core, pending, by_name, config)
 
 
 def _decide_placed(
@@ -157,8 +178,10 @@ def _decide_placed(
     config: RunConfig,
     rule_for: Callable[[int], StoppingRule],
     run_trials: int,
+    placements: tuple[SettledPair, ...] = (),
 ) -> RunDecision:
-    """:func:`decide` for the models placed in the settled segments."""
+    """:func:`decide` for the models placed in the settled segments
+    (``placements``: the decisions that placed joiners this look)."""
     by_name = {s.model: s for s in standings}
     joined = set(by_name) - before.models if before.models else set()
     order = tuple(name for segment in segments for name in segment)
@@ -166,9 +189,12 @@ def _decide_placed(
     size = len(order)
     # A model joining a group reopens its neighbours' sampling ("beside it").
     reopened = {
-        name for segment in segments if joined & set(segment) for name in segment
+        name: tuple(sorted(joined & set(segment)))
+        for segment in segments
+        if joined & set(segment)
+        for name in segment
     }
-    done_before = set(before.done) - reopened
+    done_before = set(before.done) - set(reopened)
 
     cap = config.max_trials_per_question
     has_budget = {s.model: cap is None or s.least_sampled < cap for s in ordered}
@@ -217,14 +243,28 @@ def _decide_placed(
         can_draw=can_draw,
     )
     links.link(open_claims)
-    needs = links.needs
+    drawing = links.needs
     open_claims = [k for k in open_claims if look.spanning(k) is None]
-    predicted = _predicted_trials(ordered, config, done_before, has_budget, needs)
+    predicted = _predicted_trials(ordered, config, done_before, has_budget, drawing)
 
     open_targets = {k for k in targets if k in open_claims}
     done = set(done_before)
     if complete:
-        done |= _done_models(look, ordered, needs, has_budget, open_targets)
+        done |= _done_models(
+            look, ordered, drawing, has_budget, open_targets, tests.settled_pairs
+        )
+    # Reopened and done again within the look: it never needed trials.
+    reopenings = tuple(
+        Reopening(
+            model=name,
+            joiners=joiners,
+            generation=before.generation(name) + 1,
+            look=look.look,
+            trials=run_trials,
+        )
+        for name, joiners in reopened.items()
+        if name in before.done and name not in done
+    )
     exhausted = frozenset(
         order[p]
         for k in targets
@@ -245,17 +285,25 @@ def _decide_placed(
         ranks=ranks,
         groups=_group_numbers(order, cut_at),
         adjacent_groups=dict(zip(order, paper, strict=True)),
-        pairs=_adjacent_pairs(look, tests.thresholds),
-        needs_trials=frozenset(needs),
+        pairs=_adjacent_pairs(look, tests.thresholds, placements, before),
+        needs_trials=frozenset(
+            name for name in order if name not in done and has_budget[name]
+        ),
         predicted_trials=predicted,
         done=frozenset(done),
         exhausted=exhausted,
-        stable=complete and not open_targets and not needs,
-        settled=_settled_after(before, look, frozenset(done), frozenset(by_name)),
-        new_decisions=tuple(look.new),
+        stable=complete and not open_targets and not drawing,
+        settled=replace(
+            _settled_after(before, look, frozenset(done), frozenset(by_name)),
+            placements=(*before.placements, *placements),
+            reopened=(*before.reopened, *reopenings),
+        ),
+        new_decisions=(*placements, *look.new),
         open_boundaries=tuple(links.open_boundaries),
         rule=tests.rule,
         futility=links.hopeful,
+        drawing=frozenset(drawing),
+        reopenings=reopenings,
     )
 
 
@@ -305,22 +353,32 @@ def _group_numbers(
 def _done_models(
     look: Look,
     ordered: Sequence[Standing],
-    needs: set[str],
+    drawing: set[str],
     has_budget: dict[str, bool],
     open_targets: set[int],
+    settled_pairs: NDArray[np.bool_],
 ) -> set[str]:
-    """Models with trials that need none and whose segment holds no open
-    target (or that are out of budget)."""
+    """Models with trials the rule draws none from whose place is settled:
+    settled against every model across each open target of their segment
+    (so also those whose segment holds none), or out of budget.
+
+    Done is for good (bar a reopening): a done model draws no more, and the
+    boundaries beside it are settled by the models that still draw.
+    """
     done: set[str] = set()
     for index, standing in enumerate(ordered):
         name = standing.model
+        if name in drawing or standing.trials == 0:
+            continue
         first, last = look.block(index)
-        quiet = not any(first <= k < last for k in open_targets)
-        if (
-            name not in needs
-            and standing.trials > 0
-            and (quiet or not has_budget[name])
-        ):
+        settled = all(
+            settled_pairs[index, k + 1 : last + 1].all()
+            if index <= k
+            else settled_pairs[first : k + 1, index].all()
+            for k in open_targets
+            if first <= k < last
+        )
+        if settled or not has_budget[name]:
             done.add(name)
     return done
 
@@ -364,13 +422,26 @@ def _predicted_trials(
     return predicted
 
 
-def _adjacent_pairs(look: Look, thresholds: FloatMatrix) -> tuple[PairDecision, ...]:
-    """How each pair adjacent in the order stands after the look."""
+def _adjacent_pairs(
+    look: Look,
+    thresholds: FloatMatrix,
+    placements: tuple[SettledPair, ...],
+    before: Settled,
+) -> tuple[PairDecision, ...]:
+    """How each pair adjacent in the order stands after the look.
+
+    A resolved pair's decision is the one that claims it: the cut, or the
+    placement of a joiner on either side of it.
+    """
     order, z = look.order, look.z
+    claims = (*before.placements, *placements)
     pairs = []
     for k in range(look.size - 1):
         tie = look.spanning(k)
         threshold = float(thresholds[k, k + 1])
+        cut = look.cut_at.get(k)
+        if cut is not None and not cut.covers(order[k], order[k + 1]):
+            cut = next((d for d in claims if d.covers(order[k], order[k + 1])), cut)
         pairs.append(
             PairDecision(
                 a=order[k],
@@ -381,7 +452,7 @@ def _adjacent_pairs(look: Look, thresholds: FloatMatrix) -> tuple[PairDecision, 
                 unresolvable=tie is not None and tie.kind == "unresolvable",
                 equivalent=tie is not None and tie.kind == "equivalent",
                 threshold=threshold if math.isfinite(threshold) else None,
-                decision=look.cut_at.get(k, tie),
+                decision=tie if cut is None else cut,
             )
         )
     return tuple(pairs)

@@ -43,6 +43,10 @@ def forecast_trials(
     trials yet count in full, which keeps question-major arrival from
     looking half done.
 
+    A model that needs trials but waits (not drawing now) is forecast as
+    if it drew beside the open boundaries of its segment until they end.
+    So a forecast is 0 exactly for the models that need no trials.
+
     ``memo`` keeps simulated ends between calls: after one more trial only
     the pairs of the model that drew it move, so a refresh simulates those.
     """
@@ -52,6 +56,7 @@ def forecast_trials(
         return models, boundaries
     cache = memo if memo is not None else {}
     counts: dict[str, _Sampling] = {}
+    waiting: dict[str, int | None] = {}
     for boundary in decision.open_boundaries:
         margin = None if boundary.margin_z is None else round(boundary.margin_z, 3)
         key = (
@@ -84,10 +89,29 @@ def forecast_trials(
             )
             total = None if extra is None or total is None else total + extra
         boundaries[boundary.index] = total
+        for name in boundary.block:
+            if name in decision.drawing or name not in decision.needs_trials:
+                continue
+            # Waits for the drawing models: as if it drew beside them until
+            # the boundary ends.
+            if name not in counts:
+                counts[name] = _Sampling.of(question_trials(name))
+            extra = _trials_to(
+                counts[name], question_count, end, boundary.information, cap
+            )
+            previous = waiting.get(name, 0)
+            waiting[name] = (
+                None if extra is None or previous is None else max(previous, extra)
+            )
+    models.update(waiting)
     for name in decision.order:
-        # One that needs trials but is on no open boundary (no trials yet,
-        # too few models to compare) has no forecast yet, never "0 more".
-        models.setdefault(name, None if name in decision.needs_trials else 0)
+        if name in decision.needs_trials:
+            # One that needs trials is never told "0 more": on no open
+            # boundary (no trials yet, too few models to compare), or
+            # forecast none by a boundary it waits on, it has no forecast.
+            models[name] = models.get(name) or None
+        else:
+            models[name] = 0
     return models, boundaries
 
 

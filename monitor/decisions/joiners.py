@@ -9,12 +9,21 @@ boundary by chance half the time). So a joiner stays *not yet placed* (no
 settled segment ``s`` only when every model of the segments above ``s`` is
 settled above it and it is settled above every model of the segments
 below, each pair at the threshold of the look's error share (the one a new
-boundary would be tested at). Decisions between the models a test covered
-stay as they were; inside its segment the joiner is then ordered and tested
-like every other model.
+boundary would be tested at). Joiners placed earlier in the same look
+count as members of their segments, so every pair in two groups was
+tested. Decisions between the models a test covered stay as they were;
+inside its segment the joiner is then ordered and tested like every other
+model.
+
+A placement is an order claim, so it is recorded as one: a resolved
+decision for each side (the models of the segments above over the joiner,
+the joiner over those below), named by the pair adjacent across the
+boundary and firing ``pair_resolved`` like any boundary; after a restart
+they put the joiner back into its segment.
 
 A joiner that can no longer be placed anywhere (every placement has a pair
-that is futile, or it is out of budget) stops drawing and stays not placed.
+that is futile, or it is out of budget) stops drawing, is done, and stays
+not placed.
 """
 
 from __future__ import annotations
@@ -23,12 +32,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+from numpy.typing import NDArray
 
 from monitor.decisions.look import z_matrix
 from monitor.decisions.model import (
     OpenBoundary,
     PairDecision,
     RunDecision,
+    SettledPair,
     Standing,
 )
 from monitor.schema import RunConfig
@@ -50,11 +61,13 @@ class Pending:
 
 @dataclass(frozen=True, slots=True)
 class Placement:
-    """The settled segments with the joiners their tests placed, and the rest."""
+    """The settled segments with the joiners their tests placed, the
+    decisions that record those placements, and the joiners left."""
 
     segments: list[list[str]]
     placed: frozenset[str]
     pending: tuple[Pending, ...]
+    decisions: tuple[SettledPair, ...] = ()
 
 
 def place_joiners(
@@ -65,6 +78,8 @@ def place_joiners(
     hopeful: StoppingRule,
     categories: int,
     cap: int | None,
+    look: int = 0,
+    run_trials: int = 0,
 ) -> Placement:
     """Place each joiner whose tests put it between settled segments.
 
@@ -76,13 +91,19 @@ def place_joiners(
         hopeful: The rule futility asks (see :class:`~monitor.decisions.links.Links`).
         categories: The run's outcome categories (for the prior's information).
         cap: ``max_trials_per_question``.
+        look: The look (recorded with the placements).
+        run_trials: The run's trials (recorded with the placements).
     """
     placed_segments = [list(segment) for segment in segments]
     placed: set[str] = set()
     pending: list[Pending] = []
+    decisions: list[SettledPair] = []
     for joiner in sorted(joiners, key=lambda s: (-s.mu, s.model)):
-        members = [by_name[name] for segment in segments for name in segment]
-        owner = [index for index, segment in enumerate(segments) for _ in segment]
+        # Joiners placed before this one are tested against like members.
+        members = [by_name[name] for segment in placed_segments for name in segment]
+        owner = [
+            index for index, segment in enumerate(placed_segments) for _ in segment
+        ]
         field = [joiner, *members]
         mu = np.array([s.mu for s in field])
         sigma = np.array([s.sigma for s in field])
@@ -104,7 +125,7 @@ def place_joiners(
         futile = ~settled & hopeful.futile(z, informed)
         owners = np.array(owner)
         target, possible, binding = None, False, None
-        for s in range(len(segments)):
+        for s in range(len(placed_segments)):
             above, below = owners < s, owners > s
             need = np.where(above, gap < 0.0, np.where(below, gap > 0.0, True))
             ok = np.where(above | below, settled & need, True)
@@ -120,6 +141,11 @@ def place_joiners(
                 # The placement closest to passing binds the forecast.
                 binding = (weakest, float(margin[weakest]))
         if target is not None:
+            decisions.extend(
+                _placement_decisions(
+                    joiner.model, target, placed_segments, by_name, z, look, run_trials
+                )
+            )
             placed_segments[target].append(joiner.model)
             placed.add(joiner.model)
             continue
@@ -135,7 +161,57 @@ def place_joiners(
                 drawing=possible and budget,
             )
         )
-    return Placement(placed_segments, frozenset(placed), tuple(pending))
+    return Placement(
+        placed_segments, frozenset(placed), tuple(pending), tuple(decisions)
+    )
+
+
+def _placement_decisions(
+    joiner: str,
+    target: int,
+    segments: list[list[str]],
+    by_name: dict[str, Standing],
+    z: NDArray[np.float64],
+    look: int,
+    run_trials: int,
+) -> list[SettledPair]:
+    """The resolved decisions a placement into ``segments[target]`` makes.
+
+    ``z`` holds the joiner's z against each member, in segment order. Each
+    side is named by the member adjacent to the joiner across the boundary
+    (the lowest-scored model above, the highest below).
+    """
+    position = {
+        name: index
+        for index, name in enumerate(name for segment in segments for name in segment)
+    }
+    above = tuple(name for segment in segments[:target] for name in segment)
+    below = tuple(name for segment in segments[target + 1 :] for name in segment)
+
+    def record(
+        a: str, b: str, other: str, high: tuple[str, ...], low: tuple[str, ...]
+    ) -> SettledPair:
+        value = float(z[position[other]])
+        return SettledPair(
+            kind="resolved",
+            a=a,
+            b=b,
+            z=value if np.isfinite(value) else 1e308,
+            trials=run_trials,
+            look=look,
+            above=high,
+            below=low,
+            joiner=joiner,
+        )
+
+    decisions = []
+    if above:
+        nearest = min(segments[target - 1], key=lambda name: by_name[name].mu)
+        decisions.append(record(nearest, joiner, nearest, above, (joiner,)))
+    if below:
+        nearest = max(segments[target + 1], key=lambda name: by_name[name].mu)
+        decisions.append(record(joiner, nearest, nearest, (joiner,), below))
+    return decisions
 
 
 def joiner_share(size: int, cuts: int, target: str) -> int:
@@ -156,7 +232,8 @@ def with_pending(
 
     They have no group (no order is claimed over them), draw trials while a
     placement is still possible, and each has a forecast through the pair
-    that binds its placement.
+    that binds its placement. One that stops drawing is done (for good,
+    unless its tests still place it later: placing it reopens it).
     """
     order = (*core.order, *(p.model for p in pending))
     mu = np.array([by_name[name].mu for name in order])
@@ -189,6 +266,9 @@ def with_pending(
         if p.drawing
     ]
     drawing = {p.model for p in pending if p.drawing}
+    stopped = {
+        p.model for p in pending if not p.drawing and by_name[p.model].trials > 0
+    }
     cap = config.max_trials_per_question
     spent = {
         p.model
@@ -205,7 +285,10 @@ def with_pending(
         adjacent_groups=dict(zip(order, paper, strict=True)),
         pairs=(*core.pairs, *pairs),
         needs_trials=core.needs_trials | drawing,
+        drawing=core.drawing | drawing,
+        done=core.done | stopped,
         exhausted=core.exhausted | spent,
         stable=core.stable and not drawing,
+        settled=replace(core.settled, done=core.settled.done | stopped),
         open_boundaries=(*core.open_boundaries, *boundaries),
     )

@@ -137,6 +137,7 @@ class Links:
             if self._can_draw[order[p]]
         )
         self.needs.update(drawing)
+        first, last = self._look.block(k)
         self.open_boundaries.append(
             OpenBoundary(
                 index=k,
@@ -146,5 +147,6 @@ class Links:
                 information=float(self._information[i, j]),
                 margin_z=margin_z,
                 drawing=drawing,
+                block=order[first : last + 1],
             )
         )

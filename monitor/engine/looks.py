@@ -220,7 +220,13 @@ class Looks:
             if not new or len(new) < _EVENTS_PER_READ:
                 break
         settled = settled_from_events(known)
-        return replace(settled, models=frozenset(self._registry.run(run).tables))
+        # The models the last look covered: once a boundary settled, those
+        # its segments hold (the others are joiners, placed by their tests).
+        covered = {name for segment in settled.segments for name in segment}
+        return replace(
+            settled,
+            models=frozenset(covered or self._registry.run(run).tables),
+        )
 
     def _look_at(
         self, now: float, force: bool, only: Sequence[str] | None

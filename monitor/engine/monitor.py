@@ -237,8 +237,15 @@ class Monitor:
         return self._statuses.statuses()
 
     def models_needing_trials(self, run: str) -> list[str]:
-        """The run's models that still need trials, best first."""
+        """The run's models that still need trials, best first (each
+        status's ``needs_trials``: their places are not settled)."""
         return self._statuses.models_needing_trials(run)
+
+    def models_drawing_trials(self, run: str) -> list[str]:
+        """The models the stopping rule draws trials from now, best first:
+        those ``next`` shares a budget among (the others that need trials
+        wait for them)."""
+        return self._statuses.models_drawing_trials(run)
 
     # -- planning ----------------------------------------------------------
 

@@ -6,8 +6,9 @@ other questions' reports) to the reported ones, and lets
 :func:`~monitor.decisions.allocation.plan_counts` share the budget; the
 plan is then reserved as a lease in
 :class:`~monitor.engine.reservations.Reservations`. Reports settle leases by
-counts: only the cells whose count changed since the last settling are
-handed over, with how many trials each reported since. When the plan
+counts: only the cells whose reports (new trials, duplicates and
+corrections alike) changed since the last settling are handed over, with
+how many each gained since. When the plan
 leaves a model that needs trials without any, the answer says why
 (:mod:`~monitor.engine.waiting`).
 """
@@ -69,15 +70,15 @@ class Planner:
         decision = self._looks.decision(run)
         now = self._clock()
         models, refused = self._models(state, decision, model)
+        self._settle(run, state, now)
         reported = {name: state.trials_array(name) for name in state.tables}
-        self._settle(run, state, reported, now)
         trials, lent, held = self._with_reserved(run, state, reported, models)
         planned = self._plan(state, models, trials, lent, held, budget)
         lease = None
         if lease_s > 0:
             lease = self._reservations.reserve(run, planned, now, lease_s)
             if lease is not None:
-                self._settled_counts[run] = reported
+                self._settled_counts[run] = _reports(state)
                 for name, question, count in planned:
                     row = state.question_index()[question]
                     trials[name][row] += count
@@ -105,8 +106,8 @@ class Planner:
         if decision.stable:
             return []
         state = self._registry.run(run)
+        self._settle(run, state, self._clock())
         reported = {name: state.trials_array(name) for name in state.tables}
-        self._settle(run, state, reported, self._clock())
         trials, lent, held = self._with_reserved(run, state, reported, [])
         return self._waiting(run, state, decision, trials, lent, held)
 
@@ -176,23 +177,23 @@ class Planner:
     def in_flight(self, run: str) -> dict[Key, int]:
         """Reserved trials not yet reported, per (model, question)."""
         state = self._registry.run(run)
-        reported = {name: state.trials_array(name) for name in state.tables}
-        return self._settle(run, state, reported, self._clock())
+        return self._settle(run, state, self._clock())
 
     def _models(
         self, state: RunState, decision: RunDecision, model: str | None
     ) -> tuple[list[str], list[Waiting]]:
         """The models the plan may give trials, best first, and a refusal.
 
-        The run's plan goes to the models that need trials. A model asked
-        for by name also gets trials while it is not placed: before its
-        first trial (a model joining an undeclared field), or while too
+        The run's plan goes to the models the stopping rule draws trials
+        from (some of those that need trials; the others wait). A model
+        asked for by name also gets trials while it is not placed: before
+        its first trial (a model joining an undeclared field), or while too
         few models have reported to compare any; so a scheduler can
         reserve every trial it runs, from the first one on.
         """
-        needs = decision.needs_trials
+        drawing = decision.drawing
         if model is None:
-            return [name for name in decision.order if name in needs], []
+            return [name for name in decision.order if name in drawing], []
         declared = state.config.models
         if declared is not None and model not in declared:
             return [], [
@@ -206,8 +207,10 @@ class Planner:
                 )
             ]
         placed = model in decision.order and state.tables[model].trial_count > 0
-        wanted = model in needs or field_incomplete(state)
-        if not placed or (wanted and model not in decision.done):
+        wanted = model in drawing or (
+            field_incomplete(state) and model in decision.needs_trials
+        )
+        if not placed or wanted:
             return [model], []
         return [], []
 
@@ -237,23 +240,20 @@ class Planner:
         expiry = self._reservations.first_expiry(run)
         return waiting_for(state, decision, blocking, reserved, expiry)
 
-    def _settle(
-        self,
-        run: str,
-        state: RunState,
-        reported: dict[str, NDArray[np.int64]],
-        now: float,
-    ) -> dict[Key, int]:
+    def _settle(self, run: str, state: RunState, now: float) -> dict[Key, int]:
         """Settle the run's reservations with the trials reported since last.
 
-        ``reported``: every model's trials per question now. Only cells
-        whose count changed since the last settling (or reservation) are
-        handed over, with how many trials they gained; the reservations
-        take the others as unchanged.
+        Reports count, not trials: a duplicate or a correction of a trial
+        settles a reservation as a new trial does (a harness that reran the
+        attempt it was handed with an id it had used before still ran it).
+        Only cells whose reports changed since the last settling (or
+        reservation) are handed over, with how many they gained; the
+        reservations take the others as unchanged.
         """
         before = self._settled_counts.pop(run, None)
         if not self._reservations.holds(run):
             return {}
+        reported = _reports(state)
         questions = state.questions
         changed: dict[Key, int] = {}
         for name, counts in reported.items() if before is not None else ():
@@ -313,6 +313,11 @@ class Planner:
         )
 
 
+def _reports(state: RunState) -> dict[str, NDArray[np.int64]]:
+    """Every model's reports per question (:meth:`RunState.reports_array`)."""
+    return {name: state.reports_array(name) for name in state.tables}
+
+
 def _add_cells(
     grid: NDArray[np.int64],
     cells: dict[Key, int],
@@ -335,7 +340,7 @@ def _not_asked(model: str) -> Waiting:
         reason="decisions",
         models=[model],
         message=(
-            f"{model} needs no trials now: its place is settled, or the stopping "
-            "rule asks other models first"
+            f"{model} needs no more trials: its place is settled (or, for a "
+            "model that joined late, can no longer be)"
         ),
     )

@@ -8,14 +8,15 @@ trials reserved. Reserved trials that are not yet reported are *in flight*:
 every later plan counts them as if they were observed.
 
 Reports release them. Trials carry no lease id (a harness reports what it
-ran), so release goes by counts: the trials a (model, question) reported
-since the last settling release as many reserved trials, oldest lease
-first: of the same (model, question) first, then, for trials beyond what
-that cell held, of the same model on other questions, and only then the
-lent trials of the same cell (see below). A scheduler that
-takes from ``next`` how many trials each model gets but runs them on
-questions of its own choosing so never leaves leases behind that starve
-later plans.
+ran), so release goes by counts: the reports of a (model, question) since
+the last settling (new trials, and duplicates and corrections alike: a
+harness rerun with the ids it used before still ran what it was handed)
+release as many reserved trials, oldest lease first: of the same (model,
+question) first, then, for trials beyond what that cell held, of the same
+model on other questions, and only then the lent trials of the same cell
+(see below). A scheduler that takes from ``next`` how many trials each
+model gets but runs them on questions of its own choosing so never leaves
+leases behind that starve later plans.
 
 A trial released that way from another question may still run (a
 scheduler that follows the plan holds it): it is *lent*, no longer in

@@ -65,6 +65,10 @@ class RunState:
         # them together (CountStorage.add_counts).
         self._storage = self._new_storage(len(config.models or []))
         self._category_count = len(config.weights)
+        # Per model, the duplicates and corrections of observed trials per
+        # question row: reports that added no trial, yet ran an attempt a
+        # plan handed out (they settle reservations, see reports_array).
+        self._repeats: dict[str, NDArray[np.int64]] = {}
         self._admission = Admission(config, self._index)
         # What the run takes (monitor.engine.admission), asked of the run:
         # bound methods rather than wrappers, as refusal runs once per trial.
@@ -130,11 +134,15 @@ class RunState:
         changes: dict[tuple[str, bool], tuple[list[str], list[int], list[int]]] = {}
         for index, before in enumerate(previous):
             category = batch.category[index]
-            if before == category:
-                continue
             question = batch.question[index]
+            if before == category:
+                if not batch.prior[index]:
+                    self._add_repeat(batch.model[index], question)
+                continue
             if question not in self._question_rows:
                 self.add_question(question)
+            if before != NEW and not batch.prior[index]:
+                self._add_repeat(batch.model[index], question)
             key = (batch.model[index], batch.prior[index])
             questions, categories, deltas = changes.setdefault(key, ([], [], []))
             questions.append(question)
@@ -182,6 +190,8 @@ class RunState:
     ) -> None:
         """:meth:`apply` of one trial the store classified as ``before``."""
         if before == category:
+            if not prior:
+                self._add_repeat(model, question)
             return
         if question not in self._question_rows:
             self.add_question(question)
@@ -189,6 +199,8 @@ class RunState:
         table.update(question, category, 1, prior=prior)
         if before != NEW:
             table.update(question, before, -1, prior=prior)
+            if not prior:
+                self._add_repeat(model, question)
         elif tokens is not None or seconds is not None:
             self._add_cost(model, tokens, seconds)
 
@@ -197,6 +209,7 @@ class RunState:
         categories = batch.categories()
         moved = np.flatnonzero(before != categories)
         if not moved.size:
+            self._add_repeats(batch, before)
             return
         questions = batch.factors("question")
         # The tables share the run's question rows: number them once.
@@ -210,6 +223,7 @@ class RunState:
         for index in np.flatnonzero(row_of < 0).tolist():
             self.add_question(questions.values[index])
             row_of[index] = self._question_rows[questions.values[index]]
+        self._add_repeats(batch, before)
         models = batch.factors("model")
         group_of = models.codes * 2
         if batch.prior.count(False) != len(batch):
@@ -279,6 +293,30 @@ class RunState:
         bounds = [*starts.tolist(), groups.size]
         sizes = [last - first for first, last in itertools.pairwise(bounds)]
         self._storage.add_counts(tables, sizes, rows, block, prior=prior)
+
+    def _add_repeats(self, batch: TrialBatch, before: NDArray[np.int64]) -> None:
+        """:meth:`_add_repeat` for each observed trial of the batch seen before."""
+        repeated = before != NEW
+        if not repeated.any():
+            return
+        if batch.prior.count(False) != len(batch):
+            repeated &= ~np.fromiter(batch.prior, bool, len(batch))
+        for index in np.flatnonzero(repeated).tolist():
+            self._add_repeat(batch.model[index], batch.question[index])
+
+    def _add_repeat(self, model: str, question: str) -> None:
+        row = self._question_rows.get(question)
+        if row is None:
+            # Another worker's trial on a question these tables never saw:
+            # no plan of this monitor named it.
+            return
+        repeats = self._repeats.get(model)
+        if repeats is None or repeats.size <= row:
+            grown = np.zeros(max(row + 1, len(self._question_rows)), dtype=np.int64)
+            if repeats is not None:
+                grown[: repeats.size] = repeats
+            self._repeats[model] = repeats = grown
+        repeats[row] += 1
 
     def _add_cost(self, model: str, tokens: int | None, seconds: float | None) -> None:
         if tokens is None and seconds is None:
@@ -455,6 +493,21 @@ class RunState:
         if table is None:
             return np.zeros(len(self.questions), dtype=np.int64)
         return table.trials_array(self.questions)
+
+    def reports_array(self, model: str) -> NDArray[np.int64]:
+        """Observed trials reported per question, duplicates and corrections
+        included (:meth:`trials_array` counts each trial once).
+
+        A report that repeats a trial id still ran an attempt a plan handed
+        out, so reservations settle by these (:mod:`monitor.engine.planning`).
+        """
+        counts = self.trials_array(model)
+        repeats = self._repeats.get(model)
+        if repeats is None:
+            return counts
+        size = min(repeats.size, counts.size)
+        counts[:size] += repeats[:size]
+        return counts
 
     def question_index(self) -> dict[str, int]:
         """Each known question's position in ``questions`` (which only grows)."""

@@ -219,14 +219,14 @@ def simulate(
     join_at = (0,) * len(means) if joins is None else joins
     waiting = set() if joins is None else set(range(len(means)))
     while True:
-        needing = monitor.models_needing_trials("sim")
+        drawing = monitor.models_drawing_trials("sim")
         due = sorted(m for m in waiting if join_at[m] <= total)
-        if not needing and not due and waiting:
+        if not drawing and not due and waiting:
             # The run would end before they join: the next ones join now.
             due = sorted(
                 m for m in waiting if join_at[m] == min(join_at[w] for w in waiting)
             )
-        if not needing and not due:
+        if not drawing and not due:
             break
         if branch is not None and steps == branch[0]:
             rng = np.random.default_rng((seed, branch[1]))
@@ -238,10 +238,10 @@ def simulate(
             cells = [(m, q, 1) for m in due for q in range(first)]
         elif arrival == "question_major":
             cells = _question_major(
-                needing, names, next_trial, budget_per_question, trials_per_step
+                drawing, names, next_trial, budget_per_question, trials_per_step
             )
         else:
-            plan = monitor.next("sim", trials_per_step * len(needing))
+            plan = monitor.next("sim", trials_per_step * len(drawing))
             cells = [
                 (names.index(item.model), int(item.question), item.trials)
                 for item in plan
@@ -309,15 +309,15 @@ def simulate(
 
 
 def _question_major(
-    needing: list[str],
+    drawing: list[str],
     names: list[str],
     next_trial: NDArray[np.int64],
     cap: int,
     trials_per_step: int,
 ) -> list[tuple[int, int, int]]:
-    """Each needing model's next trials: its first question below the cap."""
+    """Each drawing model's next trials: its first question below the cap."""
     cells = []
-    for name in needing:
+    for name in drawing:
         m = names.index(name)
         below = np.flatnonzero(next_trial[m] < cap)
         if below.size:

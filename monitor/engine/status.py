@@ -153,6 +153,11 @@ class Statuses:
         decision = self._looks.decision(run)
         return [name for name in decision.order if name in decision.needs_trials]
 
+    def models_drawing_trials(self, run: str) -> list[str]:
+        """The run's models the stopping rule draws trials from now, best first."""
+        decision = self._looks.decision(run)
+        return [name for name in decision.order if name in decision.drawing]
+
 
 def _decision(settled: SettledPair) -> Decision:
     return Decision(
@@ -162,4 +167,7 @@ def _decision(settled: SettledPair) -> Decision:
         z=settled.z,
         trials=settled.trials,
         look=settled.look,
+        above=list(settled.above),
+        below=list(settled.below),
+        joiner=settled.joiner or None,
     )

@@ -6,7 +6,8 @@ is that reason, from the run's decision and the trials each model has
 (reported plus reserved): too few models to compare, room only on
 questions the run has not seen, every trial left reserved by earlier plans
 (until the first of their leases expires), a budget used up, or a stopping
-rule that asks nothing of anyone while an order is open.
+rule that asks other models first (or nothing of anyone while an order is
+open).
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ def waiting_for(
     reasons: list[Waiting] = []
     config = state.config
     started = started_models(state)
-    if config.models is None and config.target != "width" and len(started) < 2:
+    too_few = config.models is None and config.target != "width" and len(started) < 2
+    if too_few:
         reasons.append(
             Waiting(
                 reason="models",
@@ -114,9 +116,26 @@ def waiting_for(
         )
     if spent:
         reasons.append(_spent(spent))
+    held = {*blocked, *unseen, *spent}
+    later = [n for n in needing if n not in decision.drawing and n not in held]
+    if later and not too_few:
+        reasons.append(_later(later))
     if not needing and not reasons:
         reasons.append(_no_model_needs_trials(decision))
     return reasons
+
+
+def _later(names: list[str]) -> Waiting:
+    """Models that need trials while the stopping rule draws from others."""
+    return Waiting(
+        reason="decisions",
+        models=names,
+        message=(
+            f"{_listed(names)} need trials later: their places are not settled, "
+            "but the stopping rule draws from the models of the weakest open "
+            "pairs first; ask again once those trials are reported"
+        ),
+    )
 
 
 def _blocked(

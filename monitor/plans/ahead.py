@@ -195,7 +195,7 @@ def _start(
         segments=segments,
         linked=linked,
         done=np.array([n in decision.done for n in names]),
-        needs=np.array([n in decision.needs_trials for n in names]),
+        needs=np.array([n in decision.drawing for n in names]),
         means=means,
         scale=scale,
     )

@@ -410,7 +410,13 @@ def test_only_resolved_models_and_questions_allocation_passes_over_are_skipped()
     assert skip_reason(undecided, asked, known, "a", "q3") is None
     assert skip_reason(resolved, asked, known, "c", "q0") is None
     assert skip_reason(lone, None, known, "a", "q0") is None
-    assert skip_reason(lone, None, known, "a", "q0", min_models=1) is not None
+    # A lone model still needs trials (no order is claimed yet); one that
+    # needs none is skipped only when judged alone.
+    row = lone.models[0].model_copy(update={"needs_trials": False})
+    lone_done = lone.model_copy(update={"models": [row]})
+    assert skip_reason(lone, None, known, "a", "q0", min_models=1) is None
+    assert skip_reason(lone_done, None, known, "a", "q0") is None
+    assert skip_reason(lone_done, None, known, "a", "q0", min_models=1) is not None
     assert skip_reason(None, None, known, "a", "q0") is None
     assert skip_reason(undecided, {}, known, "a", "q0") is None
 

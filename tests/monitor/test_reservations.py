@@ -21,6 +21,7 @@ from monitor.http.app import create_app
 from monitor.schema import NextItem
 from monitor.service.service import Service
 from tests.helpers import serving
+from tests.monitor.scheduling import World, cells_of
 
 
 class Clock:
@@ -263,3 +264,87 @@ def test_lent_room_waits_while_its_model_holds_other_trials() -> None:
     (waiting,) = plan.waiting_for
     assert waiting.reason == "in_flight" and waiting.models == ["a"]
     assert waiting.until == clock.now + 600.0
+
+
+@pytest.mark.parametrize(("seed", "reuse"), [(0, 0.3), (1, 0.3), (2, 0.6), (3, 0.1)])
+def test_a_scheduler_rerunning_with_used_trial_ids_never_stalls_on_its_leases(
+    seed: int, reuse: float
+) -> None:
+    # A harness restarted mid-run reports some attempts under ids it used
+    # before (duplicates and corrections): each still ran a reserved trial.
+    # The clock never moves, so no lease expires: a plan that waits on one
+    # would wait forever.
+    cap = 20
+    questions = [f"q{index}" for index in range(10)]
+    rates = {"a": 0.3, "b": 0.45, "c": 0.6, "d": 0.6}
+    monitor = Monitor(clock=Clock(), look_interval_s=0)
+    monitor.configure(
+        RunConfig(
+            run="r",
+            questions=questions,
+            models=list(rates),
+            max_trials_per_question=cap,
+        )
+    )
+    world = World(monitor, "r", rates, seed=seed, reuse=reuse)
+
+    for _ in range(1000):
+        plan = monitor.next("r", 20)
+        status = monitor.status("r")
+        if status.stable:
+            break
+        if not plan:
+            # Only the budget may end a run that is not stable.
+            assert {w.reason for w in plan.waiting_for} == {"budget"}, plan
+            break
+        world.report(cells_of(plan))
+        # Every trial handed out was run and reported: none is in flight.
+        assert monitor.in_flight("r") == {}
+        assert "in_flight" not in {w.reason for w in monitor.status("r").waiting_for}
+    else:
+        pytest.fail("the loop did not end")
+    status = monitor.status("r")
+    assert status.duplicates > 0 and status.corrections > 0
+    # Counted trials (distinct ids) never pass the cap.
+    assert max(len(ids) for ids in world.ids.values()) <= cap
+
+
+@pytest.mark.parametrize("batch", [1, 40])
+def test_a_duplicate_or_a_correction_settles_a_reservation_like_a_new_trial(
+    batch: int,
+) -> None:
+    # One trial at a time (the one trial's path) and 40 at once (counted
+    # by column): the same settling.
+    monitor = Monitor(clock=Clock())
+    questions = [f"q{index}" for index in range(batch)]
+    monitor.configure(RunConfig(run="r", questions=questions, models=["a", "b"]))
+
+    def send(trial: str, correct: bool, prior: bool = False) -> None:
+        events = [
+            {
+                "run": "r",
+                "model": "a",
+                "question": question,
+                "trial": trial,
+                "correct": correct,
+                **({"prior": True} if prior else {}),
+            }
+            for question in questions
+        ]
+        monitor.ingest(events[0] if batch == 1 else events)
+
+    send("t0", True)
+    send("p0", True, prior=True)
+    monitor.next("r", 3 * batch, model="a")
+    assert sum(monitor.in_flight("r").values()) == 3 * batch
+
+    send("t0", True)  # a duplicate
+    assert sum(monitor.in_flight("r").values()) == 2 * batch
+    send("t0", False)  # a correction
+    assert sum(monitor.in_flight("r").values()) == batch
+    send("p0", False, prior=True)  # prior outcomes are no trials: none settle
+    assert sum(monitor.in_flight("r").values()) == batch
+    send("t1", True)
+    assert monitor.in_flight("r") == {}
+    status = monitor.status("r")
+    assert (status.duplicates, status.corrections) == (batch, 2 * batch)
