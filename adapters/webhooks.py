@@ -186,4 +186,8 @@ def alert_text(event: StoredEvent) -> str:
         return f"{run}: budget exhausted for {names}"
     if event.kind == "model_done":
         return f"{run}: {payload.get('model')} needs no more trials"
+    if event.kind == "model_reopened":
+        joiners = payload.get("joiners")
+        names = ", ".join(str(m) for m in joiners) if isinstance(joiners, list) else ""
+        return f"{run}: {payload.get('model')} needs trials again ({names} joined)"
     return f"{run}: {event.kind}"

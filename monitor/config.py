@@ -249,6 +249,8 @@ class HttpSettings(BaseModel):
 EventKind = Literal[
     "pair_resolved",
     "pair_unresolvable",
+    "pair_equivalent",
+    "model_reopened",
     "model_done",
     "budget_exhausted",
     "ranking_stable",

@@ -573,6 +573,10 @@ def describe_event(event: StoredEvent) -> str:
         return f"{event.kind}: {pair} (z={z_text})"
     if event.kind == "model_done":
         return f"model_done: {payload.get('model')} ({payload.get('trials')} trials)"
+    if event.kind == "model_reopened":
+        joiners = payload.get("joiners")
+        names = ", ".join(str(m) for m in joiners) if isinstance(joiners, list) else ""
+        return f"model_reopened: {payload.get('model')} (joined by {names})"
     if event.kind == "budget_exhausted":
         return f"budget_exhausted: {payload.get('models')}"
     return f"{event.kind}"

@@ -10,7 +10,7 @@ from fastapi import FastAPI, Request, Response
 
 from adapters.webhooks import Target, WebhookPublisher, alert_text
 from monitor import Monitor, RunConfig
-from monitor.config import ALERT_KINDS
+from monitor.config import ALERT_KINDS, WebhookSettings
 from monitor.service.service import Service
 from monitor.stores.records import StoredEvent
 from tests.helpers import eventually, serving
@@ -162,3 +162,19 @@ async def test_webhook_urls_never_reach_the_logs(
     assert "answered 503" in caplog.text and "failed" in caplog.text
     assert secret not in caplog.text and f"pw-{len(secret)}" not in caplog.text
     assert "http://127.0.0.1" in caplog.text
+
+
+def test_a_reopened_model_is_an_event_kind_webhooks_can_ask_for_and_read() -> None:
+    settings = WebhookSettings(
+        url="http://127.0.0.1:9/hook", events=["model_reopened", "pair_equivalent"]
+    )
+    assert settings.events == ["model_reopened", "pair_equivalent"]
+    reopened = StoredEvent(
+        seq=7,
+        run="r",
+        kind="model_reopened",
+        subject='["m03", 1]',
+        payload={"model": "m03", "joiners": ["late"], "reopening": 1},
+        ts=0.0,
+    )
+    assert alert_text(reopened) == "r: m03 needs trials again (late joined)"
