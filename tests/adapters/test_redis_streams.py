@@ -127,8 +127,12 @@ async def test_entries_a_dead_consumer_left_pending_are_claimed(
         async def counted() -> bool:
             return "r" in monitor.runs and monitor.status("r").trials == 5
 
+        async def acknowledged() -> bool:
+            return int(client.xpending(stream, "monitor")["pending"]) == 0
+
         await eventually(counted)
-    assert int(client.xpending(stream, "monitor")["pending"]) == 0
+        # The acknowledgement follows the commit: wait for it, not for a clock.
+        await eventually(acknowledged)
 
 
 class FailingOn:
