@@ -181,6 +181,7 @@ def test_the_documented_curl_posts_a_trial_to_a_real_serve(tmp_path: Path) -> No
         post_the_documented_curls(commands, port, tmp_path, server)
 
 
+@pytest.mark.slow
 def test_the_readme_curl_then_the_example_stream_through_watch_url(
     tmp_path: Path,
 ) -> None:

@@ -203,6 +203,7 @@ def test_every_commands_help_prints_percent_signs_once() -> None:
     assert "(10-90 % range)" in " ".join(run("plan", "--help").stdout.split())
 
 
+@pytest.mark.slow
 def test_a_directory_given_as_the_state_file_is_named_as_one(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -238,6 +239,7 @@ def test_a_directory_given_as_the_state_file_is_named_as_one(tmp_path: Path) -> 
     assert error.endswith(f"the state files in it: {logs / 'r.monitor.db'}")
 
 
+@pytest.mark.slow
 def test_a_run_the_state_file_lacks_is_named_with_the_file_and_its_runs(
     tmp_path: Path,
 ) -> None:

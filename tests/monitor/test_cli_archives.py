@@ -93,6 +93,7 @@ def test_an_inspect_log_is_named_and_sent_to_format_inspect(
     assert not list(inspect_log.parent.glob("*.db*"))
 
 
+@pytest.mark.slow
 def test_following_the_advice_reads_the_log(inspect_log: Path, tmp_path: Path) -> None:
     error = one_line_error(run("watch", str(inspect_log), cwd=tmp_path))
     advised = error.split("`")[1].split()

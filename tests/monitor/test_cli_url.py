@@ -248,6 +248,7 @@ async def test_a_following_watch_says_the_first_refusal_at_once(
     assert "the service refused 6 trials of run 'w'" in rest.decode()
 
 
+@pytest.mark.slow
 async def test_watch_into_another_service_sends_the_file_from_the_start(
     service: tuple[str, Service], tmp_path: Path, ran: Ran
 ) -> None:
@@ -269,6 +270,7 @@ async def test_watch_into_another_service_sends_the_file_from_the_start(
         assert (status.trials, status.duplicates) == (2 * 4 * 4, 0)
 
 
+@pytest.mark.slow
 async def test_watch_into_a_service_restarted_empty_at_the_same_url_starts_over(
     tmp_path: Path, ran: Ran
 ) -> None:

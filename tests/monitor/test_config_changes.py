@@ -173,6 +173,7 @@ def watch(*arguments: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_watch_refuses_another_confidence_for_a_counted_run_and_says_the_way_out(
     tmp_path: Path,
 ) -> None:
@@ -206,6 +207,7 @@ def test_watch_refuses_another_confidence_for_a_counted_run_and_says_the_way_out
         assert monitor.config("aime25").confidence == 0.8
 
 
+@pytest.mark.slow
 def test_watch_with_a_config_after_one_without_says_how_to_start_over(
     tmp_path: Path,
 ) -> None:
